@@ -1,0 +1,14 @@
+"""Registered algorithms. Importing this package registers every algorithm module."""
+
+from dpbench.algorithms import dpsgd, nonprivate  # noqa: F401  (registration side effect)
+from dpbench.algorithms.base import REGISTRY, AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem
+
+
+def get(name: str) -> AlgorithmInfo:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown algorithm {name!r}; choose one of {', '.join(sorted(REGISTRY))}") from None
+
+
+__all__ = ["REGISTRY", "AlgorithmInfo", "Fit", "HyperParam", "PrivacyTarget", "Problem", "get"]

@@ -1,0 +1,112 @@
+"""Non-private baselines: the exact empirical minimiser (L-BFGS) and plain minibatch SGD.
+
+`minimize_empirical_risk` gives theta* and L* = L_ref(theta*) for optimality gaps
+(ALGORITHMS.md §0.2): L-BFGS with a tight gradient tolerance, then Newton steps with
+backtracking for convex models whose Hessian is small (accept when ||grad|| <= 1e-10). For a
+non-convex model (the MLP) L* is only an estimate: the best of `restarts` L-BFGS runs from
+random initialisations (curves.py further takes the minimum with every trained model's loss
+so reported gaps are >= 0).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import minimize
+
+from dpbench.algorithms.base import NON_PRIVATE_LEDGER, AlgorithmInfo, Fit, HyperParam, Problem, ledger, register
+from dpbench.algorithms.sgd import LR_SCHEDULES, run_sgd, steps_for
+
+NEWTON_MAX_PARAMS = 2000
+
+
+def _lbfgs(problem: Problem, theta0: np.ndarray, maxiter: int) -> np.ndarray:
+    model, X, y = problem.model, problem.X, problem.y
+
+    def fun(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        return model.loss(theta, X, y), model.grad(theta, X, y)
+
+    res = minimize(fun, theta0, jac=True, method="L-BFGS-B",
+                   options={"maxiter": maxiter, "gtol": 1e-10, "ftol": 1e-16, "maxcor": 20})
+    return np.asarray(res.x, dtype=float)
+
+
+def _newton_polish(problem: Problem, theta: np.ndarray, max_steps: int = 20) -> np.ndarray:
+    model, X, y = problem.model, problem.X, problem.y
+    value = model.loss(theta, X, y)
+    for _ in range(max_steps):
+        g = model.grad(theta, X, y)
+        if np.linalg.norm(g) <= 1e-10:
+            break
+        step = np.linalg.solve(model.hessian(theta, X, y), g)
+        t = 1.0
+        while t > 1e-10:
+            candidate = theta - t * step
+            new_value = model.loss(candidate, X, y)
+            if new_value <= value:
+                theta, value = candidate, new_value
+                break
+            t *= 0.5
+        else:
+            break
+    return theta
+
+
+def minimize_empirical_risk(
+    problem: Problem, rng: np.random.Generator | None = None, *, restarts: int = 3, maxiter: int = 5000
+) -> tuple[np.ndarray, float]:
+    """Return (theta*, L*) for the model's reference objective on the problem's data."""
+    model = problem.model
+    if model.convex:
+        theta = _lbfgs(problem, np.zeros(model.n_params), maxiter)
+        if model.n_params <= NEWTON_MAX_PARAMS:
+            theta = _newton_polish(problem, theta)
+        return theta, model.loss(theta, problem.X, problem.y)
+    rng = rng if rng is not None else np.random.default_rng(0)
+    best_theta, best_value = None, np.inf
+    for _ in range(max(1, restarts)):
+        theta = _lbfgs(problem, model.init(rng), maxiter)
+        value = model.loss(theta, problem.X, problem.y)
+        if value < best_value:
+            best_theta, best_value = theta, value
+    return best_theta, float(best_value)
+
+
+def fit_nonprivate(
+    problem: Problem,
+    privacy,
+    rng: np.random.Generator,
+    *,
+    method: str = "lbfgs",
+    restarts: int = 3,
+    epochs: float = 5.0,
+    batch_size: float = 64.0,
+    lr: float = 0.5,
+    lr_schedule: str = "constant",
+) -> Fit:
+    """Non-private reference: the exact minimiser (method=lbfgs) or plain minibatch SGD."""
+    if method == "lbfgs":
+        theta, _ = minimize_empirical_risk(problem, rng, restarts=restarts)
+        details = {"method": "lbfgs"}
+    else:
+        steps = steps_for(epochs, batch_size, problem.n)
+        theta, _ = run_sgd(problem, rng, steps=steps, batch_size=batch_size, lr=lr, lr_schedule=lr_schedule)
+        details = {"method": "sgd", "steps": steps}
+    return Fit(theta=theta, privacy=ledger(**NON_PRIVATE_LEDGER, **details))
+
+
+register(AlgorithmInfo(
+    name="nonprivate",
+    title="Non-private baseline (exact minimiser or plain SGD)",
+    citation="reference line of every figure; L-BFGS (Liu & Nocedal 1989) + Newton polishing",
+    private=False,
+    fit=fit_nonprivate,
+    params=(
+        HyperParam("method", str, "lbfgs", "lbfgs: exact empirical minimiser; sgd: plain minibatch SGD",
+                   choices=("lbfgs", "sgd")),
+        HyperParam("restarts", int, 3, "random restarts for a non-convex model (L-BFGS)", minimum=1),
+        HyperParam("epochs", float, 5.0, "passes over the data (sgd)", minimum=0, exclusive_minimum=True),
+        HyperParam("batch_size", float, 64.0, "expected batch size (sgd)", minimum=1),
+        HyperParam("lr", float, 0.5, "step size (sgd)", minimum=0, exclusive_minimum=True),
+        HyperParam("lr_schedule", str, "constant", "step-size schedule (sgd)", choices=LR_SCHEDULES),
+    ),
+))

@@ -1,0 +1,187 @@
+"""A Cell is one fully specified unit of work, and `run_cell` is the pure function that runs it.
+
+Cell = (algorithm + hyperparameters, dataset + options, model + options, epsilon, delta, seed).
+Running a cell depends on nothing but the cell: the data split comes from a seed derived from
+(experiment seed, repetition, dataset), so every algorithm of one repetition sees the same
+split (paired comparisons), and the algorithm's randomness from a SeedSequence derived from the
+cell key. Same cell, same numbers, whatever the number of workers or the order.
+
+This module is the only place that ties data, models, algorithms and metrics together; the
+runner only sees `Cell.key` and calls `run_cell`.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import math
+import operator
+import time
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+CELL_SCHEMA = 1  # bump when the meaning of a stored record changes
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def digest(obj: Any, length: int = 16) -> str:
+    return hashlib.sha256(canonical_json(obj).encode()).hexdigest()[:length]
+
+
+def seed_from(*parts: Any) -> int:
+    """A 64-bit integer seed from any JSON-able parts (stable across processes and machines)."""
+    return int(hashlib.sha256(canonical_json(parts).encode()).hexdigest()[:16], 16)
+
+
+# ---- delta expressions ---------------------------------------------------------------------
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+           ast.Div: operator.truediv, ast.Pow: operator.pow}
+_FUNCS = {"log": math.log, "sqrt": math.sqrt, "exp": math.exp}
+
+
+def evaluate_delta(expression: str | float, n: int) -> float:
+    """Evaluate a delta given as a number or an arithmetic expression of n (e.g. `1/n`, `1/n**1.1`).
+
+    Only numbers, n, + - * / **, parentheses and log/sqrt/exp are accepted (no eval).
+    """
+    if isinstance(expression, (int, float)) and not isinstance(expression, bool):
+        return float(expression)
+
+    def ev(node: ast.AST) -> float:
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+            return float(node.value)
+        if isinstance(node, ast.Name) and node.id == "n":
+            return float(n)
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            return _BINOPS[type(node.op)](ev(node.left), ev(node.right))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -ev(node.operand)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS \
+                and len(node.args) == 1 and not node.keywords:
+            return _FUNCS[node.func.id](ev(node.args[0]))
+        raise ValueError(f"unsupported element {ast.dump(node)[:40]!r}")
+
+    try:
+        return float(ev(ast.parse(str(expression), mode="eval")))
+    except (SyntaxError, ValueError, ZeroDivisionError, OverflowError) as exc:
+        raise ValueError(f"cannot evaluate delta expression {expression!r}: use a number or an expression of n "
+                         f"such as 1/n or 1/n**1.1 ({exc})") from None
+
+
+# ---- the cell ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Cell:
+    algorithm: str
+    params: tuple[tuple[str, Any], ...]
+    dataset: str
+    dataset_options: tuple[tuple[str, Any], ...]
+    model: str
+    model_options: tuple[tuple[str, Any], ...]
+    epsilon: float | None
+    delta: str | float
+    rep: int
+    seed: int
+    # labels name the curves; they are not part of the key
+    label: str = field(default="", compare=False)
+    dataset_label: str = field(default="", compare=False)
+    model_label: str = field(default="", compare=False)
+
+    def identity(self) -> dict:
+        return {"schema": CELL_SCHEMA, "algorithm": self.algorithm, "params": dict(self.params),
+                "dataset": self.dataset, "dataset_options": dict(self.dataset_options), "model": self.model,
+                "model_options": dict(self.model_options), "epsilon": self.epsilon, "delta": self.delta,
+                "rep": self.rep, "seed": self.seed}
+
+    @cached_property
+    def key(self) -> str:
+        return digest(self.identity())
+
+    @property
+    def data_seed(self) -> int:
+        """Split/subsample seed: shared by every algorithm and model of one repetition."""
+        return seed_from("data", self.seed, self.rep, self.dataset, dict(self.dataset_options)) % (2**32)
+
+    @property
+    def problem_key(self) -> str:
+        """Identifies (data split, model): cells with the same problem share L*."""
+        return digest({"dataset": self.dataset, "dataset_options": dict(self.dataset_options),
+                       "data_seed": self.data_seed, "model": self.model, "model_options": dict(self.model_options)})
+
+    def algorithm_rng(self) -> np.random.Generator:
+        return np.random.default_rng(np.random.SeedSequence(seed_from("algorithm", self.key)))
+
+
+@dataclass(frozen=True)
+class CellContext:
+    """What a worker needs besides the cell: where data and the L* cache live (picklable)."""
+
+    data_dir: str | None = None
+    cache_dir: str | None = None
+
+
+def _json_float(x: Any) -> Any:
+    if isinstance(x, (np.floating, np.integer)):
+        return x.item()
+    return x
+
+
+def optimum(cell: Cell, problem, context: CellContext) -> float:
+    """L* = min L_ref on the training split, cached on disk per problem (atomic write)."""
+    from dpbench.algorithms.nonprivate import minimize_empirical_risk
+    from dpbench.store import atomic_write_text
+
+    path = Path(context.cache_dir) / f"optimum-{cell.problem_key}.json" if context.cache_dir else None
+    if path is not None and path.exists():
+        try:
+            return float(json.loads(path.read_text())["lstar"])
+        except (ValueError, KeyError):
+            pass  # unreadable: recompute and overwrite
+    rng = np.random.default_rng(np.random.SeedSequence(seed_from("optimum", cell.problem_key)))
+    _, lstar = minimize_empirical_risk(problem, rng)
+    if path is not None:
+        atomic_write_text(path, json.dumps({"lstar": lstar, "problem": cell.problem_key}))
+    return float(lstar)
+
+
+def run_cell(cell: Cell, context: CellContext = CellContext()) -> dict:
+    """Load data, build the model, fit, evaluate: the record stored for this cell."""
+    from dpbench import algorithms, data, metrics, models
+
+    dataset = data.load(cell.dataset, seed=cell.data_seed, data_dir=context.data_dir, **dict(cell.dataset_options))
+    model = models.make(cell.model, dataset.n_features, **dict(cell.model_options))
+    problem = algorithms.Problem(model=model, X=dataset.X_train, y=dataset.y_train)
+    info = algorithms.get(cell.algorithm)
+    delta = evaluate_delta(cell.delta, dataset.n_train) if info.private else None
+    target = algorithms.PrivacyTarget(epsilon=cell.epsilon if info.private else None, delta=delta)
+    lstar = optimum(cell, problem, context)
+    started = time.perf_counter()
+    fit = info.fit(problem, target, cell.algorithm_rng(), **dict(cell.params))
+    fit_seconds = time.perf_counter() - started
+    privacy = dict(fit.privacy)
+    if info.convex_only and not model.convex and privacy.get("claim") != "none":
+        privacy["claim"] = "none"
+        privacy["claim_reason"] = f"{cell.algorithm}'s proof needs a convex loss; {cell.model} is not convex"
+    return {
+        "key": cell.key,
+        "algorithm": cell.algorithm, "label": cell.label or cell.algorithm, "params": dict(cell.params),
+        "dataset": cell.dataset, "dataset_label": cell.dataset_label or cell.dataset,
+        "dataset_options": dict(cell.dataset_options),
+        "model": cell.model, "model_label": cell.model_label or cell.model, "model_options": dict(cell.model_options),
+        "epsilon": cell.epsilon, "delta_spec": cell.delta, "delta": delta, "rep": cell.rep, "seed": cell.seed,
+        "problem": cell.problem_key, "n_train": dataset.n_train, "n_val": int(dataset.X_val.shape[0]),
+        "n_test": int(dataset.X_test.shape[0]), "n_params": model.n_params, "lstar": lstar,
+        "metrics": {k: _json_float(v) for k, v in metrics.evaluate(model, fit.theta, dataset).items()},
+        "privacy": privacy, "trace": fit.trace, "fit_seconds": fit_seconds,
+        "data_files": {f"{Path(f['path']).parent.name}/{Path(f['path']).name}": f["sha256"]
+                       for f in dataset.provenance.get("files", [])},
+    }

@@ -1,0 +1,129 @@
+"""Per-cell records -> runs table -> hyperparameter selection -> curves table.
+
+Selection: where an algorithm lists several hyperparameter values, the combination with the
+best mean validation score across seeds is chosen separately for every (algorithm, dataset,
+model, epsilon) — the papers' "chosen by cross-validation". This tuning touches the private
+training data and is not accounted for (ALGORITHMS.md §1 caveat ii, §14.6): the curves table
+says which combination was chosen and from how many, so a reader can see it.
+
+Optimality gap: L_ref(theta; D_train) - L*, with L* the solver's minimum for that data split and
+model, lowered to the best training loss of any trained model on that problem (so a non-convex
+model's estimated L* never makes a gap negative, ALGORITHMS.md §0.2 rule 3).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from dpbench.metrics import METRICS, SELECTION_METRICS
+
+GROUP = ["label", "dataset_label", "model_label", "epsilon"]
+
+
+def runs_table(records: list[dict]) -> pd.DataFrame:
+    """One row per finished cell: identity, metrics, privacy ledger summary."""
+    rows = []
+    for r in records:
+        if r.get("status") != "ok":
+            continue
+        privacy = r.get("privacy", {})
+        spent = privacy.get("epsilon_spent") or {}
+        row = {k: r[k] for k in ("key", "label", "algorithm", "dataset", "dataset_label", "model", "model_label",
+                                 "epsilon", "delta", "rep", "problem", "n_train", "n_test", "n_params", "lstar",
+                                 "fit_seconds")}
+        row["params"] = json.dumps(r["params"], sort_keys=True)
+        row.update(r["metrics"])
+        row["dp_claim"] = privacy.get("claim")
+        row["eps_rdp"] = spent.get("rdp", np.nan)
+        row["eps_pld"] = spent.get("pld", np.nan)
+        row["noise_multiplier"] = privacy.get("noise_multiplier", np.nan)
+        row["privacy"] = json.dumps(privacy, sort_keys=True, default=str)
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return df
+    floor = df.groupby("problem")["train_loss"].transform("min")
+    lstar = np.minimum(df["lstar"].to_numpy(), floor.to_numpy())
+    df["optimality_gap"] = df["train_loss"] - lstar
+    return df.sort_values(["dataset_label", "model_label", "label", "epsilon", "params", "rep"],
+                          na_position="first").reset_index(drop=True)
+
+
+def _selection_metric(group: pd.DataFrame, selection: str | None) -> str:
+    if selection is not None:
+        return selection
+    return "val_accuracy" if "val_accuracy" in group and group["val_accuracy"].notna().any() else "val_loss"
+
+
+def select(runs: pd.DataFrame, selection: str | None = None) -> pd.DataFrame:
+    """Keep, per (algorithm, dataset, model, epsilon), the rows of the best hyperparameters.
+
+    Best = best mean validation score across seeds; ties (common for accuracy on small
+    validation splits) are broken by the lower mean validation loss, then by parameter order.
+    """
+    if runs.empty:
+        return runs
+    kept = []
+    for _, group in runs.groupby(GROUP, dropna=False, sort=False):
+        metric = _selection_metric(group, selection)
+        if metric not in group or group[metric].isna().all():  # no validation split: nothing to select on
+            if group["params"].nunique() > 1:
+                raise ValueError(f"cannot select hyperparameters for {group['label'].iloc[0]}: no {metric} "
+                                 f"(the validation split is empty); give a single value per hyperparameter")
+            best = group["params"].iloc[0]
+        else:
+            keys = list(dict.fromkeys([metric, "val_loss"] if "val_loss" in group else [metric]))
+            ranking = group.groupby("params", sort=True)[keys].mean().dropna(subset=[metric])
+            if SELECTION_METRICS[metric] == "max":
+                ranking[metric] = -ranking[metric]
+            best = ranking.sort_values(keys, kind="stable").index[0]
+        chosen = group[group["params"] == best].copy()
+        chosen["selected_by"] = metric
+        chosen["candidates"] = group["params"].nunique()
+        kept.append(chosen)
+    return pd.concat(kept, ignore_index=True)
+
+
+def curves_table(selected: pd.DataFrame, metrics: tuple[str, ...]) -> pd.DataFrame:
+    """Long table: mean, std, sem, count per (algorithm, dataset, model, epsilon, metric)."""
+    rows = []
+    if selected.empty:
+        return pd.DataFrame(columns=[*GROUP, "algorithm", "metric", "mean", "std", "sem", "count"])
+    for keys, group in selected.groupby(GROUP, dropna=False, sort=False):
+        base = dict(zip(GROUP, keys))
+        base.update(algorithm=group["algorithm"].iloc[0], dataset=group["dataset"].iloc[0],
+                    model=group["model"].iloc[0], params=group["params"].iloc[0],
+                    selected_by=group["selected_by"].iloc[0], candidates=int(group["candidates"].iloc[0]),
+                    dp_claim="/".join(sorted(set(group["dp_claim"].dropna()))),
+                    eps_rdp=group["eps_rdp"].max(), eps_pld=group["eps_pld"].max())
+        for metric in metrics:
+            if metric not in group or group[metric].isna().all():
+                continue
+            values = group[metric].dropna().to_numpy(dtype=float)
+            std = float(values.std(ddof=1)) if values.size > 1 else 0.0
+            rows.append({**base, "metric": metric, "mean": float(values.mean()), "std": std,
+                         "sem": std / np.sqrt(values.size), "count": int(values.size)})
+    out = pd.DataFrame(rows)
+    return out.sort_values(["metric", "dataset_label", "model_label", "label", "epsilon"],
+                           na_position="first").reset_index(drop=True)
+
+
+def summary_table(curves: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Wide view for the terminal: rows (dataset, model, algorithm), columns epsilon, 'mean ± std'."""
+    part = curves[curves["metric"] == metric]
+    if part.empty:
+        return pd.DataFrame()
+    cells = part.assign(
+        eps=part["epsilon"].map(lambda e: "non-private" if pd.isna(e) else f"{e:g}"),
+        value=[f"{m:.4g} ± {s:.2g}" for m, s in zip(part["mean"], part["std"])],
+    )
+    wide = cells.pivot_table(index=["dataset_label", "model_label", "label"], columns="eps", values="value",
+                             aggfunc="first")
+    order = sorted(wide.columns, key=lambda c: (c != "non-private", float(c) if c != "non-private" else 0.0))
+    return wide[order]
+
+
+__all__ = ["runs_table", "select", "curves_table", "summary_table", "METRICS"]

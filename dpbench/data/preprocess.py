@@ -1,0 +1,337 @@
+"""Turn a canonical raw table into a `Dataset` (ALGORITHMS.md §0.3), and the shared split logic.
+
+Recipe, in order (every step is deterministic given `seed`; the same (dataset, seed, n,
+fractions) gives bit-identical arrays in any process):
+
+1. Missing values. `missing="drop"` (default, §0.3 step 1) drops every row with a missing value
+   in a feature or the label. `missing="impute"` keeps rows whose only gaps are in numeric
+   columns and fills them with the TRAINING split's median (a tiny non-private step, recorded in
+   the provenance); only the Breast Cancer loader exposes it, to reproduce the 699 rows that
+   paper 003 reports.
+2. Constant columns. A column with a single observed value in the full cleaned table is dropped
+   (KDDCup99: `num_outbound_cmds` and `is_host_login`); it carries no information and would only
+   waste a unit of the norm budget.
+3. Subsample. If `n` is given, `n` rows are drawn uniformly without replacement from the cleaned
+   table with `np.random.default_rng(seed)` (paper 003/000 "a random subsample" of KDDCup99);
+   the split below continues with the same generator.
+4. Split. Stratified by label for classification, uniform for regression:
+   n_test = round(test_fraction * N), n_val = round(val_fraction * N) (N = rows after step 3),
+   allocated to classes by largest remainder; each split is returned in a random order.
+5. Encoding. Categorical columns are one-hot encoded with ALL levels (no reference level), the
+   levels being the sorted values observed in the full cleaned table: the public schema, so the
+   feature dimension never depends on the seed or on `n`. Numeric columns are min-max scaled to
+   [0, 1] with the TRAINING split's min/max (or a documented public range such as 1..10 for
+   Breast Cancer), and the validation/test values are clipped to [0, 1]. Using the training
+   split's ranges is a tiny non-private step (the papers do the same implicitly); it is recorded
+   in `provenance["scaling"]`.
+6. Norm bound, data-independent: with g = #numeric + #categorical groups every row has
+   ||x||^2 <= g, so all features are divided by sqrt(g + 1) and an intercept feature of value
+   1/sqrt(g + 1) is appended; then ||x||_2 <= 1 for every row by construction (checked).
+7. Labels are float64 in {-1, +1}.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from dpbench.data.base import Dataset
+
+#: Tolerance of the ||x||_2 <= 1 check (rounding of a sum of g + 1 squares).
+NORM_TOL = 1e-12
+
+
+def check_fractions(test_fraction: float, val_fraction: float) -> None:
+    """Raise ValueError unless 0 <= test, val and test + val < 1."""
+    for key, value in (("test_fraction", test_fraction), ("val_fraction", val_fraction)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+            raise ValueError(f"{key} must be a number in [0, 1), got {value!r}")
+    if test_fraction + val_fraction >= 1.0:
+        raise ValueError(
+            f"test_fraction + val_fraction must be < 1 (got {test_fraction} + {val_fraction})"
+        )
+
+
+def _round_half_up(x: float) -> int:
+    return int(math.floor(x + 0.5))
+
+
+def _allocate(total: int, counts: np.ndarray) -> np.ndarray:
+    """Split `total` over groups proportionally to `counts` (largest remainder, ties by index)."""
+    quotas = total * counts / counts.sum()
+    base = np.floor(quotas).astype(np.int64)
+    short = int(total - base.sum())
+    order = np.argsort(-(quotas - base), kind="stable")
+    base[order[:short]] += 1
+    return base
+
+
+def split_indices(
+    y: np.ndarray,
+    rng: np.random.Generator,
+    test_fraction: float,
+    val_fraction: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Deterministic (train, val, test) row indices; stratified by the labels `y`.
+
+    Sizes: test = round(test_fraction * N), val = round(val_fraction * N), train = the rest
+    (a class too small to give its share keeps at least its test share, then val, then train).
+    Each returned index array is in a random order drawn from `rng`.
+    """
+    check_fractions(test_fraction, val_fraction)
+    n_rows = int(len(y))
+    n_test = _round_half_up(test_fraction * n_rows)
+    n_val = _round_half_up(val_fraction * n_rows)
+    classes, inverse = np.unique(y, return_inverse=True)
+    counts = np.bincount(inverse, minlength=len(classes))
+    t_alloc = _allocate(n_test, counts)
+    v_alloc = np.minimum(_allocate(n_val, counts), counts - t_alloc)
+    parts: tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]] = ([], [], [])
+    for k in range(len(classes)):
+        perm = rng.permutation(np.flatnonzero(inverse == k))
+        t, v = int(t_alloc[k]), int(v_alloc[k])
+        parts[2].append(perm[:t])
+        parts[1].append(perm[t : t + v])
+        parts[0].append(perm[t + v :])
+    train, val, test = (rng.permutation(np.concatenate(p)) if p else np.empty(0, np.int64) for p in parts)
+    return train, val, test
+
+
+def split_uniform(
+    n_rows: int, rng: np.random.Generator, test_fraction: float, val_fraction: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Unstratified (train, val, test) indices for regression; same size rule as split_indices."""
+    check_fractions(test_fraction, val_fraction)
+    n_test = _round_half_up(test_fraction * n_rows)
+    n_val = _round_half_up(val_fraction * n_rows)
+    perm = rng.permutation(n_rows)
+    return perm[n_test + n_val :], perm[n_test : n_test + n_val], perm[:n_test]
+
+
+def check_unit_norm(X: np.ndarray, what: str) -> float:
+    """Return max row norm; raise AssertionError if it exceeds 1 + NORM_TOL (never silently)."""
+    if X.shape[0] == 0:
+        return 0.0
+    max_norm = float(np.sqrt(np.einsum("ij,ij->i", X, X).max()))
+    if not max_norm <= 1.0 + NORM_TOL:
+        raise AssertionError(f"{what}: max row norm {max_norm!r} exceeds 1 (preprocessing bug)")
+    return max_norm
+
+
+@dataclass(frozen=True)
+class CleanTable:
+    """Seed-independent result of steps 1, 2 and the label rule (cached once per process).
+
+    Holds a reference to the canonical frame (not a copy): `rows` are the positions of the
+    cleaned rows in it (None = all rows), `groups` the one-hot levels and per-clean-row codes.
+    """
+
+    frame: pd.DataFrame
+    rows: np.ndarray | None
+    rows_raw: int
+    numeric: tuple[str, ...]
+    categorical: tuple[str, ...]
+    dropped: tuple[str, ...]
+    groups: tuple[tuple[str, tuple[str, ...], np.ndarray], ...]
+    y: np.ndarray
+    label_rule: str
+    missing: str
+    n_imputable: int
+
+    @property
+    def rows_clean(self) -> int:
+        return int(self.y.size)
+
+
+def clean_table(
+    frame: pd.DataFrame,
+    *,
+    numeric: Sequence[str],
+    categorical: Sequence[str],
+    positive: Collection[str],
+    label_rule: str,
+    missing: str = "drop",
+) -> CleanTable:
+    """Steps 1-2 and the labels on a canonical table (float64 `numeric`, sorted categorical
+    `categorical` and `label` columns). Rows whose label is in `positive` get y = +1.
+    The frame is not modified (it is the per-process parse cache)."""
+    if missing not in ("drop", "impute"):
+        raise ValueError(f"missing must be one of: drop, impute (got {missing!r})")
+    numeric, categorical = list(numeric), list(categorical)
+    # 1. missing values
+    cat_gap = frame[categorical].isna().any(axis=1).to_numpy() | frame["label"].isna().to_numpy()
+    num_gap = frame[numeric].isna().any(axis=1).to_numpy()
+    keep = ~(cat_gap | num_gap) if missing == "drop" else ~cat_gap
+    rows = None if keep.all() else np.flatnonzero(keep)
+    clean = frame if rows is None else frame.iloc[rows]
+    # 2. constant columns (public-schema decision on the full cleaned table)
+    num_keep = tuple(c for c in numeric if clean[c].nunique(dropna=True) > 1)
+    cat_keep = tuple(c for c in categorical if clean[c].nunique(dropna=True) > 1)
+    dropped = tuple(c for c in numeric + categorical if c not in num_keep and c not in cat_keep)
+    groups = []
+    for c in cat_keep:
+        col = clean[c].cat.remove_unused_categories()
+        groups.append((c, tuple(str(v) for v in col.cat.categories), col.cat.codes.to_numpy()))
+    y = np.where(clean["label"].isin(list(positive)).to_numpy(), 1.0, -1.0)
+    return CleanTable(
+        frame=frame,
+        rows=rows,
+        rows_raw=len(frame),
+        numeric=num_keep,
+        categorical=cat_keep,
+        dropped=dropped,
+        groups=tuple(groups),
+        y=y,
+        label_rule=label_rule,
+        missing=missing,
+        n_imputable=int((num_gap & ~cat_gap).sum()) if missing == "impute" else 0,
+    )
+
+
+def build_classification(
+    name: str,
+    table: CleanTable,
+    *,
+    seed: int,
+    n: int | None,
+    test_fraction: float,
+    val_fraction: float,
+    public_ranges: Mapping[str, tuple[float, float]] | None = None,
+    provenance: Mapping[str, object] | None = None,
+) -> Dataset:
+    """Steps 3-7 of the recipe (module docstring) on a cleaned table -> Dataset."""
+    check_fractions(test_fraction, val_fraction)
+    public_ranges = dict(public_ranges or {})
+    num_keep, cat_keep = list(table.numeric), list(table.categorical)
+    rows_clean, missing = table.rows_clean, table.missing
+
+    # 3. subsample, 4. split
+    rng = np.random.default_rng(seed)
+    if n is not None:
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"n must be a positive integer or null, got {n!r}")
+        if n > rows_clean:
+            raise ValueError(f"n={n} exceeds the {rows_clean} cleaned rows of dataset '{name}'")
+        sel = np.sort(rng.choice(rows_clean, size=int(n), replace=False))
+    else:
+        sel = None
+    m = rows_clean if sel is None else int(sel.size)
+    y = table.y if sel is None else table.y[sel]
+    train, val, test = split_indices(y, rng, test_fraction, val_fraction)
+    if train.size == 0:
+        raise ValueError(f"dataset '{name}': the split leaves no training rows (n={m})")
+    frame_rows = table.rows if sel is None else (sel if table.rows is None else table.rows[sel])
+    numeric_frame = table.frame[num_keep]
+    if frame_rows is not None:
+        numeric_frame = numeric_frame.iloc[frame_rows]
+    num = numeric_frame.to_numpy(dtype=np.float64, copy=True)
+
+    # 5a. numeric: impute (optional), min-max with training ranges (or public ranges), clip
+    medians: dict[str, float] = {}
+    if missing == "impute" and num_keep:
+        gaps = np.isnan(num)
+        if gaps.any():
+            med = np.nanmedian(num[train], axis=0)
+            med = np.where(np.isnan(med), 0.0, med)
+            num = np.where(gaps, med[None, :], num)
+            medians = {c: float(v) for c, v in zip(num_keep, med) if gaps[:, num_keep.index(c)].any()}
+    if num_keep:
+        lo = num[train].min(axis=0)
+        hi = num[train].max(axis=0)
+        for j, c in enumerate(num_keep):
+            if c in public_ranges:
+                lo[j], hi[j] = public_ranges[c]
+        span = np.where(hi > lo, hi - lo, 1.0)
+        num -= lo
+        num /= span
+        np.clip(num, 0.0, 1.0, out=num)
+
+    # 5b. categorical: one-hot with all observed levels of the full cleaned table
+    groups = [(c, levels, codes if sel is None else codes[sel]) for c, levels, codes in table.groups]
+
+    # 6. data-independent norm bound + intercept. X is built directly in split order
+    # (train, val, test) so each split is a contiguous slice; no extra copies.
+    g = len(num_keep) + len(cat_keep)
+    scale = math.sqrt(g + 1)
+    names: list[str] = list(num_keep) + [f"{c}={v}" for c, levels, _ in groups for v in levels] + ["intercept"]
+    order = np.concatenate([train, val, test])
+    X = np.empty((m, len(names)), dtype=np.float64)
+    X.fill(0.0)  # sequential first touch: much faster than np.zeros + strided writes on big arrays
+    num = num[order]
+    num /= scale
+    X[:, : len(num_keep)] = num
+    del num
+    rows = np.arange(m)
+    offset = len(num_keep)
+    for _, levels, codes in groups:
+        X[rows, offset + codes[order].astype(np.intp)] = 1.0 / scale  # int8 codes would overflow
+        offset += len(levels)
+    X[:, -1] = 1.0 / scale
+    y_ord = y[order]
+    max_norm = check_unit_norm(X, name)
+
+    splits = {"train": train, "val": val, "test": test}
+    bounds = np.cumsum([0, train.size, val.size, test.size])
+    arrays = {
+        k: (X[bounds[i] : bounds[i + 1]], y_ord[bounds[i] : bounds[i + 1]]) for i, k in enumerate(splits)
+    }
+    prov: dict[str, object] = dict(provenance or {})
+    prov.update(
+        {
+            "dataset": name,
+            "task": "classification",
+            "rows_raw": int(table.rows_raw),
+            "rows_clean": int(rows_clean),
+            "n_used": int(m),
+            "subsample": (
+                "none"
+                if n is None
+                else f"uniform without replacement, np.random.default_rng({seed}).choice, before the split"
+            ),
+            "split": {k: int(v.size) for k, v in splits.items()},
+            "split_rule": (
+                "stratified by label; test=round(test_fraction*N), val=round(val_fraction*N), "
+                "train=rest; largest-remainder allocation; rng=np.random.default_rng(seed)"
+            ),
+            "seed": int(seed),
+            "test_fraction": float(test_fraction),
+            "val_fraction": float(val_fraction),
+            "label_rule": table.label_rule,
+            "positive_rate": float(y.mean() / 2 + 0.5) if m else float("nan"),
+            "missing_rule": (
+                "drop rows with any missing value"
+                if missing == "drop"
+                else f"impute numeric gaps with the training-split median ({table.n_imputable} rows)"
+            ),
+            "imputed_medians": medians,
+            "dropped_constant_columns": list(table.dropped),
+            "numeric_columns": num_keep,
+            "categorical_columns": cat_keep,
+            "scaling": (
+                "min-max to [0,1] with the training split's min/max"
+                + (f" (public range for {sorted(public_ranges)})" if public_ranges else "")
+                + ", val/test clipped to [0,1] (tiny non-private step)"
+            ),
+            "encoding": "one-hot, all levels, sorted levels observed in the full cleaned table",
+            "norm_rule": f"divide by sqrt(g+1), g={g} groups; intercept 1/sqrt(g+1)",
+            "norm_bound": 1.0,
+            "max_row_norm": max_norm,
+            "n_features": int(X.shape[1]),
+        }
+    )
+    return Dataset(
+        name=name,
+        task="classification",
+        X_train=arrays["train"][0],
+        y_train=arrays["train"][1],
+        X_val=arrays["val"][0],
+        y_val=arrays["val"][1],
+        X_test=arrays["test"][0],
+        y_test=arrays["test"][1],
+        feature_names=tuple(names),
+        provenance=prov,
+    )

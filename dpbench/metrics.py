@@ -1,0 +1,49 @@
+"""Metrics of a trained parameter vector, one formula each.
+
+accuracy            share of test labels predicted right (classification)
+optimality_gap      L_ref(theta; D_train) - L*, the excess empirical risk on the *clean* training
+                    data (papers 000 §7 and 003 §6; ALGORITHMS.md §0.2). Computed from the stored
+                    train_loss and L* when curves are aggregated (curves.py), so L* of a non-convex
+                    model can be tightened by the best trained model.
+test_loss           L_ref(theta; D_test)
+estimation_error    ||theta - w*||_2 (synthetic data with a known w*)
+val_accuracy/val_loss: the validation-split scores used for hyperparameter selection only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dpbench.data.base import Dataset
+from dpbench.models.base import Model
+
+# metric name -> (description, better: "max" | "min")
+METRICS: dict[str, tuple[str, str]] = {
+    "accuracy": ("test accuracy", "max"),
+    "optimality_gap": ("L(theta; D_train) - L*  (excess empirical risk)", "min"),
+    "test_loss": ("reference loss on the test split", "min"),
+    "estimation_error": ("||theta - w*||_2 (synthetic data only)", "min"),
+}
+SELECTION_METRICS: dict[str, str] = {"val_accuracy": "max", "val_loss": "min"}
+
+
+def accuracy(model: Model, theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:
+    return float(np.mean(model.predict(theta, X) == y))
+
+
+def evaluate(model: Model, theta: np.ndarray, data: Dataset) -> dict[str, float]:
+    """Every metric that applies to this model and dataset (optimality_gap is added in curves)."""
+    has_val = data.X_val.shape[0] > 0  # a spec may set val_fraction: 0 (then nothing is selected)
+    out = {
+        "train_loss": model.loss(theta, data.X_train, data.y_train),
+        "test_loss": model.loss(theta, data.X_test, data.y_test),
+    }
+    if has_val:
+        out["val_loss"] = model.loss(theta, data.X_val, data.y_val)
+    if model.task == "classification":
+        out["accuracy"] = accuracy(model, theta, data.X_test, data.y_test)
+        if has_val:
+            out["val_accuracy"] = accuracy(model, theta, data.X_val, data.y_val)
+    if data.w_star is not None and data.w_star.shape == theta.shape:
+        out["estimation_error"] = float(np.linalg.norm(theta - data.w_star))
+    return out

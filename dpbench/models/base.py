@@ -1,0 +1,124 @@
+"""The Model contract (DESIGN.md, Contracts): a loss over a flat parameter vector theta.
+
+Conventions every model follows:
+* `per_example_losses` / `per_example_grads` are of the *data* loss l(theta; x_i, y_i) only.
+* The model's own L2 term (l2/2)||theta||^2 is data independent; it is added by `loss` and
+  `grad` (and `hvp`, `hessian`) but not by the per-example functions, so a private algorithm
+  clips and noises only the data part and adds `reg_grad(theta)` afterwards (post-processing).
+  loss(theta) = mean_i l(theta; z_i) + reg(theta); grad = mean_i per_example_grads + reg_grad.
+* This regularised loss is the reference objective L_ref of ALGORITHMS.md §0.2: optimality
+  gaps are measured against it for every algorithm.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def clip_factors(norms: np.ndarray, clip_norm: float) -> np.ndarray:
+    """Per-example clipping factors min(1, C/||g_i||) (Abadi et al. 2016); C = inf means no clipping.
+
+    One source of truth for the factor, shared by the reference `Model.clipped_grad_sum` and the
+    fast overrides, so both paths scale identically. A zero gradient gets factor 1.
+    """
+    if not clip_norm > 0:  # also rejects NaN
+        raise ValueError(f"clip_norm must be > 0, got {clip_norm}")
+    return np.minimum(1.0, clip_norm / np.maximum(norms, 1e-300))
+
+
+class Model:
+    """Base class; subclasses implement the data-loss methods, this class adds the L2 term."""
+
+    name: str = "model"
+    task: str = "classification"  # or "regression"
+    convex: bool = True  # is the loss convex in theta (decides which guarantees are valid)
+    #: Bound G on the per-example *data*-loss gradient norm for rows with ||x||_2 <= 1
+    #: (ALGORITHMS.md §0, "G"); None when no global bound exists (then clip).
+    lipschitz: float | None = None
+    #: Bound beta_s on the per-example *data*-loss Hessian norm for rows with ||x||_2 <= 1
+    #: (ALGORITHMS.md §0, "beta_s"); None when no global bound exists. The regularised loss
+    #: adds l2 to it (and is l2-strongly convex when `convex`).
+    smoothness: float | None = None
+
+    def __init__(self, n_features: int, l2: float = 0.0):
+        if n_features < 1:
+            raise ValueError(f"n_features must be >= 1, got {n_features}")
+        if l2 < 0:
+            raise ValueError(f"l2 must be >= 0, got {l2}")
+        self.n_features = int(n_features)
+        self.l2 = float(l2)
+
+    # ---- to implement -------------------------------------------------------------------
+    @property
+    def n_params(self) -> int:
+        raise NotImplementedError
+
+    def init(self, rng: np.random.Generator) -> np.ndarray:
+        raise NotImplementedError
+
+    def per_example_losses(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def per_example_grads(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """(n, m) gradients of the data loss, one row per example."""
+        raise NotImplementedError
+
+    def data_grad(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Mean data-loss gradient; subclasses override it to avoid the (n, m) matrix."""
+        return self.per_example_grads(theta, X, y).mean(axis=0)
+
+    def data_hvp(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray, v: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def data_hessian(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Dense mean data-loss Hessian; default builds it column by column from `data_hvp`."""
+        m = self.n_params
+        return np.column_stack([self.data_hvp(theta, X, y, e) for e in np.eye(m)])
+
+    def decision_function(self, theta: np.ndarray, X: np.ndarray) -> np.ndarray:
+        """Real-valued output f(theta; x) per row (margin for classifiers, prediction for regression)."""
+        raise NotImplementedError
+
+    # ---- provided ------------------------------------------------------------------------
+    def reg(self, theta: np.ndarray) -> float:
+        return 0.5 * self.l2 * float(theta @ theta)
+
+    def reg_grad(self, theta: np.ndarray) -> np.ndarray:
+        return self.l2 * theta
+
+    def loss(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:
+        """Mean data loss plus (l2/2)||theta||^2: the reference objective L_ref."""
+        return float(np.mean(self.per_example_losses(theta, X, y))) + self.reg(theta)
+
+    def grad(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return self.data_grad(theta, X, y) + self.reg_grad(theta)
+
+    def hvp(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray, v: np.ndarray) -> np.ndarray:
+        return self.data_hvp(theta, X, y, v) + self.l2 * v
+
+    def hessian(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return self.data_hessian(theta, X, y) + self.l2 * np.eye(self.n_params)
+
+    def clipped_grad_sum(
+        self, theta: np.ndarray, X: np.ndarray, y: np.ndarray, clip_norm: float
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Sum over rows of per-example data gradients clipped to L2 norm `clip_norm`.
+
+        Returns (sum (m,), pre-clipping norms (n,)). Abadi et al. 2016, Alg. 1 line "clip
+        gradient": g_i * min(1, C/||g_i||). Subclasses may override with a path that never
+        forms the (n, m) matrix; results must agree with this reference implementation.
+        """
+        G = self.per_example_grads(theta, X, y)
+        norms = np.linalg.norm(G, axis=1)
+        return clip_factors(norms, clip_norm) @ G, norms
+
+    def predict(self, theta: np.ndarray, X: np.ndarray) -> np.ndarray:
+        """Labels in {-1, +1} for classifiers (ties go to +1), real predictions for regression."""
+        f = self.decision_function(theta, X)
+        if self.task == "classification":
+            return np.where(f >= 0, 1.0, -1.0)
+        return f
+
+    def describe(self) -> dict:
+        return {"name": self.name, "n_features": self.n_features, "n_params": self.n_params,
+                "l2": self.l2, "convex": self.convex, "task": self.task}

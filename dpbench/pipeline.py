@@ -1,0 +1,140 @@
+"""One experiment end to end: spec -> cells -> runner -> store -> runs/curves -> figures + manifest.
+
+This is the orchestration the CLI verbs share (`run`, `plot`, and later `check`); it holds no
+algorithm logic and no formulas.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import platform
+import subprocess
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+import pandas as pd
+
+from dpbench import curves as curves_mod
+from dpbench import plots, runner
+from dpbench.cells import CellContext, run_cell
+from dpbench.errors import DataError
+from dpbench.spec import DEFAULT_PROFILE, Experiment
+from dpbench.store import ResultStore, atomic_write_bytes_via, atomic_write_text
+
+PACKAGES = ("numpy", "scipy", "pandas", "matplotlib", "joblib", "dp-accounting", "dpbench", "click", "pyyaml")
+
+
+@dataclass
+class Outputs:
+    folder: Path
+    runs: pd.DataFrame
+    curves: pd.DataFrame
+    figures: list[Path]
+
+
+def experiment_root(exp: Experiment, results: str | Path) -> Path:
+    return Path(results) / exp.name
+
+
+def output_folder(exp: Experiment, results: str | Path) -> Path:
+    root = experiment_root(exp, results)
+    return root if exp.profile == DEFAULT_PROFILE else root / "profiles" / exp.profile
+
+
+def preflight(exp: Experiment, data_dir: str | None) -> None:
+    """Load every dataset once so a missing or corrupt file fails before any cell runs."""
+    from dpbench import data
+
+    for ds in exp.datasets:
+        try:
+            data.load(ds.name, seed=0, data_dir=data_dir, **dict(ds.options))
+        except DataError:
+            raise
+        except ValueError as exc:
+            raise DataError(f"datasets: {ds.label}: {exc}") from None
+
+
+def run_experiment(exp: Experiment, *, results: str | Path = "results", data_dir: str | None = None, jobs: int = 1,
+                   backend: str = "loky", scheduler: str | None = None, force: bool = False,
+                   progress: bool = True) -> runner.RunSummary:
+    """Run every cell of the experiment that is not stored yet (all of them with force)."""
+    preflight(exp, data_dir)
+    root = experiment_root(exp, results)
+    store = ResultStore(root)
+    context = CellContext(data_dir=data_dir, cache_dir=str(store.cells_dir))
+    cells = sorted(exp.cells(), key=lambda c: (c.dataset, c.rep, c.model, c.algorithm))
+    work = functools.partial(run_cell, context=context)
+    return runner.run(cells, work, store, jobs=jobs, backend=backend, scheduler=scheduler, force=force,
+                      progress=progress, description=f"{exp.name} [{exp.profile}]")
+
+
+def collect(exp: Experiment, results: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """Runs table, curves table and the data files' hashes from this experiment's stored cells."""
+    store = ResultStore(experiment_root(exp, results))
+    records = store.records(c.key for c in exp.cells())
+    data_files: dict = {}
+    for record in records:
+        data_files.update(record.get("data_files") or {})
+    runs = curves_mod.runs_table(records)
+    selected = curves_mod.select(runs, exp.selection)
+    return runs, curves_mod.curves_table(selected, exp.metrics), data_files
+
+
+def render(exp: Experiment, *, results: str | Path = "results", summary: runner.RunSummary | None = None) -> Outputs:
+    """Write runs.csv, curves.csv, the figures and manifest.json into the output folder."""
+    folder = output_folder(exp, results)
+    runs, curves, data_files = collect(exp, results)
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes_via(folder / "runs.csv", lambda tmp: runs.to_csv(tmp, index=False))
+    atomic_write_bytes_via(folder / "curves.csv", lambda tmp: curves.to_csv(tmp, index=False, float_format="%.10g"))
+    figures: list[Path] = []
+    order = [a.label for a in exp.algorithms]
+    for fig in exp.figures:
+        draw = plots.FIGURE_FUNCTIONS[fig.kind]
+        figures += draw(curves, fig.metric, folder / fig.name, title=fig.title, algorithm_order=order)
+    atomic_write_text(folder / "manifest.json", json.dumps(manifest(exp, runs, summary, data_files), indent=2, default=str))
+    return Outputs(folder=folder, runs=runs, curves=curves, figures=figures)
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _git_commit() -> dict:
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, timeout=5)
+        if commit.returncode == 0:
+            return {"commit": commit.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return {"commit": None, "dirty": None}
+
+
+def manifest(exp: Experiment, runs: pd.DataFrame, summary: runner.RunSummary | None, data_files: dict) -> dict:
+    """Provenance of a results folder: versions, git commit, spec hash, data file hashes."""
+    return {
+        "experiment": exp.name,
+        "profile": exp.profile,
+        "source": exp.source,
+        "spec_hash": exp.spec_hash,
+        "spec": exp.resolved,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "git": _git_commit(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "packages": {p: _version(p) for p in PACKAGES},
+        "cells": {"total": len(exp.cells()), "finished": int(len(runs))},
+        "last_run": None if summary is None else {"ran": summary.ran, "reused": summary.reused,
+                                                   "failed": len(summary.failed),
+                                                   "seconds": round(summary.seconds, 2)},
+        "data": data_files,
+    }

@@ -1,0 +1,97 @@
+"""Figures from curves tables only (never from models or data), one function per figure kind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from dpbench.metrics import METRICS  # noqa: E402
+from dpbench.store import atomic_write_bytes_via  # noqa: E402
+
+LOG_METRICS = {"optimality_gap", "estimation_error", "test_loss"}
+GAP_FLOOR = 1e-6  # optimality gaps are drawn on a log axis with this floor (ALGORITHMS.md §0.2 rule 4)
+
+
+def _colours(labels: list[str]) -> dict[str, tuple]:
+    cmap = plt.get_cmap("tab10")
+    return {label: cmap(i % 10) for i, label in enumerate(labels)}
+
+
+def metric_over_epsilon(curves: pd.DataFrame, metric: str, stem: str | Path, title: str = "",
+                        algorithm_order: list[str] | None = None) -> list[Path]:
+    """One panel per (dataset, model): metric mean over log-scaled epsilon with a ±1 std band.
+
+    Private algorithms are lines over epsilon; non-private ones (epsilon empty) are dashed
+    horizontal lines with their band. Writes <stem>.png and <stem>.pdf; returns their paths.
+    """
+    part = curves[curves["metric"] == metric]
+    if part.empty:
+        return []
+    datasets = list(dict.fromkeys(part["dataset_label"]))
+    models = list(dict.fromkeys(part["model_label"]))
+    labels = algorithm_order or list(dict.fromkeys(part["label"]))
+    colours = _colours(labels)
+    fig, axes = plt.subplots(len(models), len(datasets), figsize=(4.2 * len(datasets), 3.3 * len(models)),
+                             squeeze=False, sharex=True)
+    eps_all = part["epsilon"].dropna()
+    xlim = (eps_all.min() / 1.3, eps_all.max() * 1.3) if not eps_all.empty else (0.01, 10)
+    floor = GAP_FLOOR if metric == "optimality_gap" else None
+    for r, model in enumerate(models):
+        for c, dataset in enumerate(datasets):
+            ax = axes[r][c]
+            panel = part[(part["dataset_label"] == dataset) & (part["model_label"] == model)]
+            for label in labels:
+                line = panel[panel["label"] == label].sort_values("epsilon")
+                if line.empty:
+                    continue
+                mean, std = line["mean"].to_numpy(), line["std"].to_numpy()
+                lo, hi = mean - std, mean + std
+                if floor is not None:
+                    mean, lo, hi = np.maximum(mean, floor), np.maximum(lo, floor), np.maximum(hi, floor)
+                colour = colours[label]
+                if line["epsilon"].isna().all():
+                    ax.axhline(mean[0], color=colour, linestyle="--", linewidth=1.5, label=label)
+                    ax.axhspan(lo[0], hi[0], color=colour, alpha=0.12, linewidth=0)
+                else:
+                    eps = line["epsilon"].to_numpy(dtype=float)
+                    ax.plot(eps, mean, marker="o", markersize=3.5, color=colour, linewidth=1.5, label=label)
+                    ax.fill_between(eps, lo, hi, color=colour, alpha=0.18, linewidth=0)
+            ax.set_xscale("log")
+            ax.set_xlim(*xlim)
+            if metric in LOG_METRICS:
+                ax.set_yscale("log")
+            ax.set_title(f"{dataset} · {model}", fontsize=10)
+            ax.grid(True, which="both", alpha=0.25)
+            if r == len(models) - 1:
+                ax.set_xlabel("privacy budget ε")
+            if c == 0:
+                ax.set_ylabel(METRICS.get(metric, (metric,))[0] if metric != "optimality_gap"
+                              else "optimality gap L(θ) − L*")
+    handles, names = [], []
+    for ax in axes.flat:
+        for h, n in zip(*ax.get_legend_handles_labels()):
+            if n not in names:
+                handles.append(h)
+                names.append(n)
+    fig.legend(handles, names, loc="lower center", ncol=min(len(names), 6), frameon=False,
+               bbox_to_anchor=(0.5, 0.0))
+    if title:
+        fig.suptitle(title, fontsize=11)
+    fig.tight_layout(rect=(0, 0.08 if len(models) == 1 else 0.05, 1, 0.95 if title else 1))
+    stem = Path(stem)
+    paths = []
+    for suffix in (".png", ".pdf"):
+        path = stem.with_suffix(suffix)
+        atomic_write_bytes_via(path, lambda tmp, s=suffix: fig.savefig(tmp, dpi=130, format=s[1:]))
+        paths.append(path)
+    plt.close(fig)
+    return paths
+
+
+FIGURE_FUNCTIONS = {"metric_over_epsilon": metric_over_epsilon}

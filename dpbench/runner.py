@@ -1,0 +1,111 @@
+"""Run cells in parallel with joblib and store each result the moment it arrives.
+
+The runner knows nothing about algorithms: it takes objects with a `.key`, a picklable
+`work(cell) -> dict` function and a ResultStore. Finished cells (status ok) are skipped unless
+`force`; a cell whose work raises is stored with status "error" and its traceback and does not
+stop the others. Results arrive unordered (joblib `return_as="generator_unordered"`) and each
+is written atomically in this process at once, so an interrupted run loses only cells that
+were still running. Backends: any joblib backend (loky processes by default, threading,
+sequential) or `dask` (a dask.distributed cluster through joblib's dask backend).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+from joblib import Parallel, delayed, parallel_config
+from tqdm.auto import tqdm
+
+from dpbench.errors import DpbenchError
+from dpbench.store import ResultStore
+
+BACKENDS = ("loky", "threading", "sequential", "dask")
+
+
+@dataclass
+class RunSummary:
+    total: int
+    reused: int
+    ran: int
+    failed: list[dict] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _guarded(work: Callable[[Any], dict], cell: Any) -> dict:
+    """Run one cell; turn an exception into an error record (never raises)."""
+    started = time.perf_counter()
+    try:
+        record = work(cell)
+        record["status"] = "ok"
+        record["error"] = None
+    except Exception as exc:  # a failing cell must not stop the others
+        record = {"key": cell.key, "status": "error", "error": f"{type(exc).__name__}: {exc}",
+                  "traceback": traceback.format_exc(), "cell": cell.identity() if hasattr(cell, "identity") else None}
+    record["wall_seconds"] = time.perf_counter() - started
+    return record
+
+
+@contextlib.contextmanager
+def _backend(backend: str, jobs: int, scheduler: str | None) -> Iterator[dict]:
+    if backend not in BACKENDS:
+        raise DpbenchError(f"--backend: unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if backend == "dask":
+        try:
+            from dask.distributed import Client, LocalCluster
+        except ImportError:
+            raise DpbenchError("--backend dask needs the dask extra: pip install 'dpbench[dask]'") from None
+        if scheduler:
+            client = Client(scheduler)
+            cluster = None
+        else:  # no address: a local cluster on loopback for this run
+            cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, host="127.0.0.1",
+                                   dashboard_address=None, processes=True)
+            client = Client(cluster)
+        try:
+            with parallel_config(backend="dask"):
+                yield {"n_jobs": -1}
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+    else:
+        if scheduler:
+            raise DpbenchError("--scheduler only applies to --backend dask")
+        with parallel_config(backend=backend):
+            yield {"n_jobs": jobs}
+
+
+def run(
+    cells: Sequence[Any],
+    work: Callable[[Any], dict],
+    store: ResultStore,
+    *,
+    jobs: int = 1,
+    backend: str = "loky",
+    scheduler: str | None = None,
+    force: bool = False,
+    progress: bool = True,
+    description: str = "cells",
+) -> RunSummary:
+    """Run every cell not yet finished in `store`; return counts, failures and wall time."""
+    started = time.perf_counter()
+    unique = list({cell.key: cell for cell in cells}.values())
+    todo = unique if force else [c for c in unique if not store.is_finished(c.key)]
+    summary = RunSummary(total=len(unique), reused=len(unique) - len(todo), ran=0)
+    if todo:
+        with _backend(backend, jobs, scheduler) as options:
+            parallel = Parallel(return_as="generator_unordered", **options)
+            results = parallel(delayed(_guarded)(work, cell) for cell in todo)
+            with tqdm(total=len(todo), desc=description, unit="cell", disable=not progress) as bar:
+                for record in results:
+                    store.put(record)
+                    summary.ran += 1
+                    if record["status"] != "ok":
+                        summary.failed.append(record)
+                    bar.update(1)
+    summary.seconds = time.perf_counter() - started
+    return summary

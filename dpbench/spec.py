@@ -1,0 +1,418 @@
+"""Experiment YAML -> validated `Experiment` -> list of `Cell`s.
+
+Schema (every key but datasets/models/algorithms/epsilons is optional):
+
+    name: quickstart                 # default: the file's stem; results go to results/<name>/
+    description: ...
+    paper: ...                       # what the experiment reproduces
+    seed: 0                          # experiment seed (all randomness derives from it)
+    seeds: 3                         # repetitions: a count (0..N-1) or a list of ints
+    datasets:                        # a name, or {name, options, label}
+      - breast_cancer
+      - {name: adult, options: {n: 10000}, label: adult-10k}
+    models: [logreg]                 # a name, or {name, options, label}
+    algorithms:                      # {name, params, label}; a list value is a grid, selected
+      - name: dpsgd                  #   per (algorithm, dataset, model, epsilon) on validation
+        params: {lr: [0.1, 1.0], epochs: 2}
+    epsilons: [0.1, 1]               # targets for private algorithms (> 0)
+    delta: 1/n                       # a number in (0,1) or an expression of n (training size)
+    metrics: [accuracy, optimality_gap]
+    selection: val_accuracy          # val_accuracy (max) or val_loss (min); default by task
+    figures:                         # default: one metric-over-epsilon figure per metric
+      - {name: accuracy, kind: metric_over_epsilon, metric: accuracy, title: ...}
+    profiles:                        # named overrides of top-level keys (dicts merge, lists replace)
+      ci: {seeds: 2, epsilons: [0.5, 2]}
+
+YAML is read with `yaml.safe_load` only. Every validation error is one line that starts with
+the YAML path and says what to do (`algorithms[2].params.lr: must be > 0, got -1`).
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dpbench.cells import Cell, digest, evaluate_delta
+from dpbench.errors import SpecError
+from dpbench.metrics import METRICS, SELECTION_METRICS
+
+TOP_KEYS = ("name", "description", "paper", "seed", "seeds", "datasets", "models", "algorithms", "epsilons",
+            "delta", "metrics", "selection", "figures", "profiles")
+FIGURE_KINDS = ("metric_over_epsilon",)
+DEFAULT_PROFILE = "full"
+
+
+@dataclass(frozen=True)
+class Component:
+    """A dataset or a model with its options and its label in tables and figures."""
+
+    name: str
+    options: tuple[tuple[str, Any], ...]
+    label: str
+
+
+@dataclass(frozen=True)
+class AlgorithmSpec:
+    name: str
+    label: str
+    grid: tuple[tuple[tuple[str, Any], ...], ...]  # every hyperparameter combination, defaults filled in
+    private: bool
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    name: str
+    kind: str
+    metric: str
+    title: str
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    description: str
+    paper: str
+    profile: str
+    seed: int
+    seeds: tuple[int, ...]
+    datasets: tuple[Component, ...]
+    models: tuple[Component, ...]
+    algorithms: tuple[AlgorithmSpec, ...]
+    epsilons: tuple[float, ...]
+    delta: str | float
+    metrics: tuple[str, ...]
+    selection: str | None
+    figures: tuple[FigureSpec, ...]
+    source: str
+    resolved: dict  # the spec after the profile was applied (hashed into the manifest)
+
+    @property
+    def spec_hash(self) -> str:
+        return digest(self.resolved)
+
+    def cells(self) -> list[Cell]:
+        """The grid: algorithms x hyperparameter combinations x datasets x models x epsilons x seeds."""
+        out: list[Cell] = []
+        for algo, ds, model, rep in itertools.product(self.algorithms, self.datasets, self.models, self.seeds):
+            for params in algo.grid:
+                for eps in (self.epsilons if algo.private else (None,)):
+                    out.append(Cell(algorithm=algo.name, params=params, dataset=ds.name, dataset_options=ds.options,
+                                    model=model.name, model_options=model.options, epsilon=eps, delta=self.delta,
+                                    rep=rep, seed=self.seed, label=algo.label, dataset_label=ds.label,
+                                    model_label=model.label))
+        return out
+
+
+# ---- loading ---------------------------------------------------------------------------------
+def load(path: str | Path, profile: str = DEFAULT_PROFILE) -> Experiment:
+    """Read, profile and validate an experiment file; raise SpecError (one line) on any problem."""
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(f"{path}: experiment file not found; give the path of a YAML file such as "
+                        f"experiments/quickstart.yaml")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SpecError(f"{path}: not valid YAML{where}: {problem}") from None
+    except UnicodeDecodeError:
+        raise SpecError(f"{path}: not a text file; give an experiment YAML file") from None
+    return from_dict(_yaml11_floats(raw), name=path.stem, profile=profile, source=str(path))
+
+
+_EXPONENT_FLOAT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
+
+
+def _yaml11_floats(value: Any) -> Any:
+    """safe_load follows YAML 1.1, where `1e-5` (no dot) is a string; read such strings as floats."""
+    if isinstance(value, str) and _EXPONENT_FLOAT.match(value):
+        return float(value)
+    if isinstance(value, list):
+        return [_yaml11_floats(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _yaml11_floats(v) for k, v in value.items()}
+    return value
+
+
+def apply_profile(raw: dict, profile: str) -> dict:
+    profiles = raw.get("profiles") or {}
+    if not isinstance(profiles, dict):
+        raise SpecError("profiles: must be a mapping of profile name -> overrides")
+    if profile not in profiles:
+        if profile == DEFAULT_PROFILE:
+            return raw
+        known = ", ".join(sorted(set(profiles) | {DEFAULT_PROFILE}))
+        raise SpecError(f"--profile: unknown profile {profile!r}; this experiment has {known}")
+    overrides = profiles[profile]
+    if overrides is None:
+        return raw
+    if not isinstance(overrides, dict):
+        raise SpecError(f"profiles.{profile}: must be a mapping of top-level keys to new values")
+    for key in overrides:
+        if key not in TOP_KEYS or key == "profiles":
+            raise SpecError(f"profiles.{profile}.{key}: not an overridable key; use one of "
+                            f"{', '.join(k for k in TOP_KEYS if k != 'profiles')}")
+    return _merge(raw, overrides)
+
+
+def _merge(base: Any, over: Any) -> Any:
+    if isinstance(base, dict) and isinstance(over, dict):
+        out = dict(base)
+        for k, v in over.items():
+            out[k] = _merge(base.get(k), v) if k in base else copy.deepcopy(v)
+        return out
+    return copy.deepcopy(over)
+
+
+def from_dict(raw: Any, *, name: str = "experiment", profile: str = DEFAULT_PROFILE, source: str = "<dict>") -> Experiment:
+    if not isinstance(raw, dict):
+        raise SpecError(f"{source}: the top level must be a mapping with keys such as datasets, models, "
+                        f"algorithms, epsilons")
+    for key in raw:
+        if key not in TOP_KEYS:
+            raise SpecError(f"{key}: unknown key; allowed top-level keys are {', '.join(TOP_KEYS)}")
+    spec = apply_profile(raw, profile)
+    for key in ("datasets", "models", "algorithms"):
+        if key not in spec:
+            raise SpecError(f"{key}: missing; list at least one")
+
+    exp_name = _string(spec, "name", default=name)
+    if not exp_name or any(c in exp_name for c in "/\\") or exp_name.startswith("."):
+        raise SpecError(f"name: {exp_name!r} cannot be a folder name; use letters, digits, - and _")
+    datasets = _components(spec["datasets"], "datasets", _dataset_check)
+    models = _components(spec["models"], "models", _model_check)
+    algorithms = _algorithms(spec["algorithms"])
+    any_private = any(a.private for a in algorithms)
+    epsilons = _epsilons(spec.get("epsilons"), required=any_private)
+    delta = _delta(spec.get("delta", "1/n"))
+    metrics = _metrics(spec.get("metrics", ["accuracy", "optimality_gap"]))
+    selection = spec.get("selection")
+    if selection is not None and selection not in SELECTION_METRICS:
+        raise SpecError(f"selection: must be one of {', '.join(SELECTION_METRICS)}, got {selection!r}")
+    figures = _figures(spec.get("figures"), metrics)
+    seed = _int(spec.get("seed", 0), "seed", minimum=0)
+    seeds = _seeds(spec.get("seeds", 1))
+    return Experiment(
+        name=exp_name, description=_string(spec, "description"), paper=_string(spec, "paper"), profile=profile,
+        seed=seed, seeds=seeds, datasets=datasets, models=models, algorithms=algorithms, epsilons=epsilons,
+        delta=delta, metrics=metrics, selection=selection, figures=figures, source=source,
+        resolved={k: v for k, v in spec.items() if k != "profiles"},
+    )
+
+
+# ---- pieces ----------------------------------------------------------------------------------
+def _string(spec: dict, key: str, default: str = "") -> str:
+    value = spec.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise SpecError(f"{key}: must be a string, got {value!r}")
+    return value
+
+
+def _int(value: Any, path: str, minimum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpecError(f"{path}: must be an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise SpecError(f"{path}: must be >= {minimum}, got {value}")
+    return value
+
+
+def _seeds(value: Any) -> tuple[int, ...]:
+    if isinstance(value, list):
+        if not value:
+            raise SpecError("seeds: the list is empty; give a count such as 3 or a list of integers")
+        seeds = tuple(_int(v, f"seeds[{i}]", minimum=0) for i, v in enumerate(value))
+        if len(set(seeds)) != len(seeds):
+            raise SpecError("seeds: repeated values; each repetition needs its own seed")
+        return seeds
+    return tuple(range(_int(value, "seeds", minimum=1)))
+
+
+def _entry(item: Any, path: str, allowed: tuple[str, ...]) -> dict:
+    if isinstance(item, str):
+        return {"name": item}
+    if not isinstance(item, dict):
+        raise SpecError(f"{path}: must be a name or a mapping with {', '.join(allowed)}, got {item!r}")
+    for key in item:
+        if key not in allowed:
+            raise SpecError(f"{path}.{key}: unknown key; allowed: {', '.join(allowed)}")
+    if not isinstance(item.get("name"), str):
+        raise SpecError(f"{path}.name: missing or not a string")
+    return item
+
+
+def _options(value: Any, path: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise SpecError(f"{path}: must be a mapping of option -> value, got {value!r}")
+    return value
+
+
+def _dataset_check(name: str, options: dict, path: str) -> None:
+    from dpbench import data
+
+    if name not in data.DATASETS:
+        raise SpecError(f"{path}.name: unknown dataset {name!r}; choose one of {', '.join(sorted(data.DATASETS))}")
+    allowed = set(data.option_names(name)) | {"n", "test_fraction", "val_fraction"}
+    for key, value in options.items():
+        if key not in allowed:
+            raise SpecError(f"{path}.options.{key}: unknown option for {name}; allowed: {', '.join(sorted(allowed))}")
+        if key in ("n", "d") and value is not None:
+            _int(value, f"{path}.options.{key}", minimum=1)
+        if key in ("test_fraction", "val_fraction"):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+                raise SpecError(f"{path}.options.{key}: must be a number in [0, 1), got {value!r}")
+
+
+def _model_check(name: str, options: dict, path: str) -> None:
+    from dpbench import models
+
+    if name not in models.MODELS:
+        raise SpecError(f"{path}.name: unknown model {name!r}; choose one of {', '.join(sorted(models.MODELS))}")
+    allowed = models.MODELS[name].options
+    for key, value in options.items():
+        if key not in allowed:
+            raise SpecError(f"{path}.options.{key}: unknown option for {name}; allowed: {', '.join(sorted(allowed))}")
+        default = allowed[key]
+        if isinstance(default, (int, float)) and not isinstance(default, bool):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise SpecError(f"{path}.options.{key}: must be a number >= 0, got {value!r}")
+
+
+def _components(value: Any, key: str, check) -> tuple[Component, ...]:
+    if not isinstance(value, list) or not value:
+        raise SpecError(f"{key}: must be a non-empty list")
+    out: list[Component] = []
+    for i, item in enumerate(value):
+        path = f"{key}[{i}]"
+        entry = _entry(item, path, ("name", "options", "label"))
+        options = _options(entry.get("options"), f"{path}.options")
+        check(entry["name"], options, path)
+        label = entry.get("label") or entry["name"] + (
+            "" if not options else "[" + ",".join(f"{k}={v}" for k, v in sorted(options.items())) + "]")
+        out.append(Component(entry["name"], tuple(sorted(options.items())), str(label)))
+    labels = [c.label for c in out]
+    if len(set(labels)) != len(labels):
+        raise SpecError(f"{key}: two entries share the label {sorted(l for l in labels if labels.count(l) > 1)[0]!r}; "
+                        f"give each a distinct label")
+    return tuple(out)
+
+
+def _algorithms(value: Any) -> tuple[AlgorithmSpec, ...]:
+    from dpbench import algorithms
+
+    if not isinstance(value, list) or not value:
+        raise SpecError("algorithms: must be a non-empty list")
+    out: list[AlgorithmSpec] = []
+    for i, item in enumerate(value):
+        path = f"algorithms[{i}]"
+        entry = _entry(item, path, ("name", "params", "label"))
+        name = entry["name"]
+        if name not in algorithms.REGISTRY:
+            raise SpecError(f"{path}.name: unknown algorithm {name!r}; choose one of "
+                            f"{', '.join(sorted(algorithms.REGISTRY))} (see `dpbench list algorithms`)")
+        info = algorithms.REGISTRY[name]
+        params = _options(entry.get("params"), f"{path}.params")
+        axes: list[list[tuple[str, Any]]] = []
+        for hp in info.params:
+            raw = params.get(hp.name, hp.default)
+            values = raw if isinstance(raw, list) else [raw]
+            if not values:
+                raise SpecError(f"{path}.params.{hp.name}: empty list; give at least one value")
+            checked = []
+            for j, v in enumerate(values):
+                where = f"{path}.params.{hp.name}" + (f"[{j}]" if isinstance(raw, list) else "")
+                try:
+                    checked.append((hp.name, hp.check(v)))
+                except ValueError as exc:
+                    raise SpecError(f"{where}: {exc}") from None
+            axes.append(checked)
+        for key in params:
+            if all(hp.name != key for hp in info.params):
+                raise SpecError(f"{path}.params.{key}: unknown hyperparameter of {name}; allowed: "
+                                f"{', '.join(hp.name for hp in info.params)}")
+        grid = tuple(tuple(combo) for combo in itertools.product(*axes))
+        out.append(AlgorithmSpec(name=name, label=str(entry.get("label") or name), grid=grid, private=info.private))
+    labels = [a.label for a in out]
+    if len(set(labels)) != len(labels):
+        raise SpecError("algorithms: two entries share a label; give each a distinct `label`")
+    return tuple(out)
+
+
+def _epsilons(value: Any, required: bool) -> tuple[float, ...]:
+    if value is None:
+        if required:
+            raise SpecError("epsilons: missing; list the privacy budgets, e.g. [0.1, 0.5, 1, 2]")
+        return ()
+    if not isinstance(value, list) or not value:
+        raise SpecError(f"epsilons: must be a non-empty list of numbers > 0, got {value!r}")
+    out = []
+    for i, v in enumerate(value):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise SpecError(f"epsilons[{i}]: must be a number > 0, got {v!r}")
+        if not v > 0 or v != v or v == float("inf"):
+            raise SpecError(f"epsilons[{i}]: must be > 0 and finite, got {v}")
+        out.append(float(v))
+    if len(set(out)) != len(out):
+        raise SpecError("epsilons: repeated values")
+    return tuple(sorted(out))
+
+
+def _delta(value: Any) -> str | float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise SpecError(f"delta: must be a number in (0, 1) or an expression of n such as 1/n, got {value!r}")
+    for n in (100, 10**6):
+        try:
+            d = evaluate_delta(value, n)
+        except ValueError as exc:
+            raise SpecError(f"delta: {exc}") from None
+        if not 0 < d < 1:
+            raise SpecError(f"delta: must lie in (0, 1), got {d:g} at n={n}")
+    return float(value) if isinstance(value, (int, float)) else value
+
+
+def _metrics(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not value:
+        raise SpecError(f"metrics: must be a non-empty list of {', '.join(METRICS)}")
+    for i, m in enumerate(value):
+        if m not in METRICS:
+            raise SpecError(f"metrics[{i}]: unknown metric {m!r}; choose from {', '.join(METRICS)}")
+    return tuple(value)
+
+
+def _figures(value: Any, metrics: tuple[str, ...]) -> tuple[FigureSpec, ...]:
+    if value is None:
+        return tuple(FigureSpec(name=m, kind="metric_over_epsilon", metric=m, title="") for m in metrics)
+    if not isinstance(value, list):
+        raise SpecError("figures: must be a list of {name, kind, metric, title}")
+    out = []
+    for i, item in enumerate(value):
+        path = f"figures[{i}]"
+        if not isinstance(item, dict):
+            raise SpecError(f"{path}: must be a mapping with name, kind, metric and optional title")
+        for key in item:
+            if key not in ("name", "kind", "metric", "title"):
+                raise SpecError(f"{path}.{key}: unknown key; allowed: name, kind, metric, title")
+        kind = item.get("kind", "metric_over_epsilon")
+        if kind not in FIGURE_KINDS:
+            raise SpecError(f"{path}.kind: unknown figure kind {kind!r}; choose one of {', '.join(FIGURE_KINDS)}")
+        metric = item.get("metric")
+        if metric not in metrics:
+            raise SpecError(f"{path}.metric: {metric!r} is not among this experiment's metrics ({', '.join(metrics)})")
+        name = item.get("name", metric)
+        if not isinstance(name, str) or not name or "/" in name:
+            raise SpecError(f"{path}.name: must be a file stem such as fig1-accuracy, got {name!r}")
+        out.append(FigureSpec(name=name, kind=kind, metric=metric, title=str(item.get("title", ""))))
+    return tuple(out)

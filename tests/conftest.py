@@ -1,0 +1,49 @@
+"""Shared fixtures: where the offline UCI files are, and tiny experiment specs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def offline_data_dir() -> Path:
+    """$DPBENCH_DATA if set, else ../shared/data beside the repository."""
+    return Path(os.environ.get("DPBENCH_DATA") or SHARED_DATA)
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    path = offline_data_dir()
+    if not (path / "breast-cancer-wisconsin" / "breast-cancer-wisconsin.data").is_file():
+        pytest.skip(f"offline UCI files not found at {path}; set DPBENCH_DATA to a folder with the UCI layout")
+    return path
+
+
+TINY_SPEC = """
+name: tiny
+seed: 0
+seeds: 2
+datasets: [breast_cancer]
+models: [logreg]
+algorithms:
+  - name: nonprivate
+  - name: dpsgd
+    params: {epochs: 2, batch_size: 32, lr: [0.5, 1.0]}
+epsilons: [0.5, 4.0]
+delta: 1/n
+metrics: [accuracy, optimality_gap]
+profiles:
+  ci: {seeds: 1, epsilons: [1.0]}
+"""
+
+
+@pytest.fixture
+def tiny_spec(tmp_path: Path) -> Path:
+    path = tmp_path / "tiny.yaml"
+    path.write_text(TINY_SPEC)
+    return path

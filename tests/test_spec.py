@@ -1,0 +1,123 @@
+"""Experiment YAML: grid expansion, profiles, delta expressions, and one-line errors (exit 2)."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from dpbench import spec
+from dpbench.cells import evaluate_delta
+from dpbench.cli import main
+from dpbench.errors import SpecError
+
+
+def test_grid_expansion_and_profile(tiny_spec):
+    exp = spec.load(tiny_spec)
+    cells = exp.cells()
+    # nonprivate: 1 dataset x 1 model x 2 seeds; dpsgd: 2 lrs x 2 eps x 2 seeds
+    assert sum(c.algorithm == "nonprivate" for c in cells) == 2
+    assert sum(c.algorithm == "dpsgd" for c in cells) == 8
+    assert len({c.key for c in cells}) == len(cells)
+    assert all(c.epsilon is None for c in cells if c.algorithm == "nonprivate")
+    ci = spec.load(tiny_spec, profile="ci")
+    assert ci.seeds == (0,) and ci.epsilons == (1.0,) and len(ci.cells()) == 1 + 2
+    # defaults are filled into every cell's hyperparameters, so the key reflects what runs
+    params = dict(next(c for c in cells if c.algorithm == "dpsgd").params)
+    assert params["clip_norm"] == 1.0 and params["calibration"] == "rdp"
+
+
+def test_cell_keys_ignore_labels_but_not_values(tiny_spec):
+    a = spec.load(tiny_spec).cells()
+    b = spec.load(tiny_spec).cells()
+    assert [c.key for c in a] == [c.key for c in b]
+    text = tiny_spec.read_text().replace("lr: [0.5, 1.0]", "lr: [0.5, 1.5]")
+    tiny_spec.write_text(text)
+    c = spec.load(tiny_spec).cells()
+    assert len({x.key for x in a} & {x.key for x in c}) == len(a) - 4  # the lr=1.0 cells changed
+
+
+def test_yaml11_exponent_floats_are_numbers(tmp_path):
+    path = tmp_path / "e.yaml"
+    path.write_text("datasets: [iris]\nmodels: [{name: logreg, options: {l2: 1e-3}}]\n"
+                    "algorithms: [dpsgd]\nepsilons: [1e-2, 1]\ndelta: 1e-5\n")
+    exp = spec.load(path)
+    assert exp.epsilons == (0.01, 1.0) and exp.delta == 1e-5
+    assert dict(exp.models[0].options) == {"l2": 1e-3}
+
+
+@pytest.mark.parametrize("expr,n,expected", [("1/n", 1000, 1e-3), ("1/n**2", 100, 1e-4), (1e-5, 7, 1e-5),
+                                             ("1/(n*log(n))", 100, 1 / (100 * 4.605170185988092))])
+def test_delta_expressions(expr, n, expected):
+    assert evaluate_delta(expr, n) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("expr", ["__import__('os')", "n.real", "1/", "lambda: 1"])
+def test_delta_rejects_anything_but_arithmetic(expr):
+    with pytest.raises(ValueError):
+        evaluate_delta(expr, 10)
+
+
+BAD = {
+    "unknown algorithm": ("algorithms:\n  - name: dpsgd\n  - name: magic\n", "algorithms[1].name: unknown algorithm 'magic'"),
+    "negative epsilon": ("epsilons: [0.5, -1]\n", "epsilons[1]: must be > 0"),
+    "negative lr": ("algorithms:\n  - name: dpsgd\n    params: {lr: -1}\n", "algorithms[0].params.lr: must be > 0, got -1"),
+    "lr wrong type": ("algorithms:\n  - name: dpsgd\n    params: {lr: fast}\n", "algorithms[0].params.lr: must be a number"),
+    "unknown hyperparameter": ("algorithms:\n  - name: dpsgd\n    params: {learning_rate: 1}\n",
+                               "algorithms[0].params.learning_rate: unknown hyperparameter"),
+    "seeds wrong type": ("seeds: three\n", "seeds: must be an integer"),
+    "epsilons wrong type": ("epsilons: abc\n", "epsilons: must be a non-empty list"),
+    "unknown dataset": ("datasets: [mnist]\n", "datasets[0].name: unknown dataset 'mnist'"),
+    "unknown model": ("models: [cnn]\n", "models[0].name: unknown model 'cnn'"),
+    "bad delta": ("delta: 2\n", "delta: must lie in (0, 1)"),
+    "unknown key": ("epsilon: [1]\n", "epsilon: unknown key"),
+    "bad dataset option": ("datasets: [{name: adult, options: {n: -5}}]\n", "datasets[0].options.n: must be >= 1"),
+}
+
+BASE = {"datasets": "datasets: [breast_cancer]\n", "models": "models: [logreg]\n",
+        "algorithms": "algorithms: [dpsgd]\n", "epsilons": "epsilons: [1.0]\n"}
+
+
+def _spec_with(override: str) -> str:
+    key = override.split(":")[0]
+    parts = dict(BASE)
+    parts[key] = override
+    return "".join(parts.values()) if key in BASE else "".join(parts.values()) + override
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_inputs_give_one_line_and_exit_2(case, tmp_path):
+    override, message = BAD[case]
+    path = tmp_path / "bad.yaml"
+    path.write_text(_spec_with(override))
+    result = CliRunner().invoke(main, ["run", str(path), "--results", str(tmp_path / "r")])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ") and message in lines[0], lines[0]
+    assert "Traceback" not in result.output
+
+
+def test_missing_file_and_broken_yaml_and_unknown_profile(tmp_path, tiny_spec):
+    runner = CliRunner()
+    missing = runner.invoke(main, ["run", str(tmp_path / "nope.yaml")])
+    assert missing.exit_code == 2 and "experiment file not found" in missing.stderr
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("datasets: [adult\nmodels: x\n")
+    out = runner.invoke(main, ["run", str(broken)])
+    assert out.exit_code == 2 and "not valid YAML (line" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    prof = runner.invoke(main, ["run", str(tiny_spec), "--profile", "nightly"])
+    assert prof.exit_code == 2 and "unknown profile 'nightly'" in prof.stderr
+
+
+def test_spec_error_is_raised_for_non_mapping():
+    with pytest.raises(SpecError, match="top level must be a mapping"):
+        spec.from_dict([1, 2])
+
+
+def test_profile_merge_replaces_lists_and_merges_dicts():
+    raw = {"datasets": ["iris"], "models": [{"name": "logreg", "options": {"l2": 0.1}}], "epsilons": [1, 2],
+           "algorithms": ["dpsgd"], "profiles": {"ci": {"epsilons": [3], "description": "small"}}}
+    merged = spec.apply_profile(raw, "ci")
+    assert merged["epsilons"] == [3] and merged["description"] == "small"
+    assert raw["epsilons"] == [1, 2]  # the original is not modified
+    assert spec._merge({"a": {"x": 1, "y": 2}}, {"a": {"y": 3}}) == {"a": {"x": 1, "y": 3}}
