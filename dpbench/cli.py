@@ -173,7 +173,13 @@ def verify(data_dir) -> None:
             status = "ok" if r["ok"] else "MISMATCH"
         bad += status != "ok"
         rows = "" if r.get("rows") is None else f"{r['rows']:>9,} rows"
-        click.echo(f"  {status:<9} {r['dataset']:<15} {r['file']:<36} {rows}")
+        click.echo(f"  {status:<9} {r['dataset']:<15} {r['file']:<52} {rows}")
+    if not bad:
+        click.echo("after cleaning (rows with missing values dropped; the papers' counts):")
+        for name in sorted({r["dataset"] for r in records}):
+            ds = data_mod.load(name, seed=0, data_dir=data_dir)
+            click.echo(f"  {name:<15} {ds.provenance['rows_clean']:>9,} rows, {ds.n_features} features "
+                       f"(with intercept); labels: {ds.provenance.get('label_rule', '')}")
     if bad:
         click.echo(f"{bad} file(s) missing or corrupt; point --data or DPBENCH_DATA at a folder with the UCI "
                    f"layout (e.g. ../shared/data) or let ucimlrepo download them", err=True)

@@ -123,7 +123,7 @@ def summary_table(curves: pd.DataFrame, metric: str) -> pd.DataFrame:
     wide = cells.pivot_table(index=["dataset_label", "model_label", "label"], columns="eps", values="value",
                              aggfunc="first")
     order = sorted(wide.columns, key=lambda c: (c != "non-private", float(c) if c != "non-private" else 0.0))
-    return wide[order]
+    return wide[order].fillna("")
 
 
 __all__ = ["runs_table", "select", "curves_table", "summary_table", "METRICS"]
