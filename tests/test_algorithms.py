@@ -109,3 +109,15 @@ def test_batch_size_larger_than_n_is_full_batch():
     fit = algorithms.get("dpsgd").fit(p, PrivacyTarget(1.0, 1e-3), np.random.default_rng(0), epochs=3,
                                       batch_size=500, lr=0.5)
     assert fit.privacy["sampling"]["rate"] == 1.0 and fit.privacy["steps"] == 3
+
+
+def test_trace_records_training_loss_every_k_steps():
+    p = logistic_problem(n=500)
+    fit = algorithms.get("dpsgd").fit(p, PrivacyTarget(2.0, 1e-3), np.random.default_rng(0), epochs=2,
+                                      batch_size=50, lr=0.5, trace_every=5)
+    steps = [row["step"] for row in fit.trace]
+    assert steps == list(range(5, 21, 5))
+    assert fit.trace[-1]["train_loss"] == pytest.approx(p.model.loss(fit.theta, p.X, p.y))
+    sgd = algorithms.get("nonprivate").fit(p, PrivacyTarget(None, None), np.random.default_rng(0), method="sgd",
+                                           epochs=1, batch_size=100, lr=1.0, trace_every=1)
+    assert len(sgd.trace) == 5 and sgd.trace[-1]["train_loss"] < sgd.trace[0]["train_loss"]

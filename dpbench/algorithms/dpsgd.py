@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from dpbench.algorithms.base import AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, ledger, register
-from dpbench.algorithms.sgd import LR_SCHEDULES, run_sgd, steps_for
+from dpbench.algorithms.sgd import LR_SCHEDULES, run_sgd, steps_for, training_loss_trace
 from dpbench.privacy import calibrate_dpsgd_noise, dpsgd_epsilon_report, paper_dpsgd_sigma
 
 CALIBRATIONS = ("rdp", "pld", "paper")
@@ -55,6 +55,7 @@ def fit_dpsgd(
     calibration: str = "rdp",
     paper_c: float = 1.0,
     radius: float | None = None,
+    trace_every: int = 0,
 ) -> Fit:
     n = problem.n
     batch_size = min(float(batch_size), float(n))
@@ -63,7 +64,8 @@ def fit_dpsgd(
     z = dpsgd_noise_multiplier(privacy, sampling_rate=q, steps=steps, calibration=calibration,
                                clip_norm=clip_norm, batch_size=batch_size, n=n, paper_c=paper_c)
     theta, trace = run_sgd(problem, rng, steps=steps, batch_size=batch_size, lr=lr, lr_schedule=lr_schedule,
-                           clip_norm=clip_norm, noise_std=z * clip_norm, radius=radius)
+                           clip_norm=clip_norm, noise_std=z * clip_norm, radius=radius, trace_every=trace_every,
+                           on_trace=training_loss_trace(problem))
     spent = dpsgd_epsilon_report(z, q, steps, privacy.delta)
     within = min(spent.values()) <= privacy.epsilon * (1 + 1e-9)
     return Fit(theta=theta, trace=trace, privacy=ledger(
@@ -103,6 +105,8 @@ register(AlgorithmInfo(
                    choices=CALIBRATIONS),
         HyperParam("paper_c", float, 1.0, "the unspecified constant c of paper 000 eq. (2) (calibration: paper)",
                    minimum=0, exclusive_minimum=True),
+        HyperParam("trace_every", int, 0, "record the training loss every this many steps (0: no trace)",
+                   minimum=0),
         HyperParam("radius", float, None, "project iterates onto the L2 ball of this radius (none: no projection)",
                    minimum=0, exclusive_minimum=True, optional=True),
     ),

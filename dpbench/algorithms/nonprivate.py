@@ -15,7 +15,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from dpbench.algorithms.base import NON_PRIVATE_LEDGER, AlgorithmInfo, Fit, HyperParam, Problem, ledger, register
-from dpbench.algorithms.sgd import LR_SCHEDULES, run_sgd, steps_for
+from dpbench.algorithms.sgd import LR_SCHEDULES, run_sgd, steps_for, training_loss_trace
 
 NEWTON_MAX_PARAMS = 2000
 
@@ -83,16 +83,16 @@ def fit_nonprivate(
     batch_size: float = 64.0,
     lr: float = 0.5,
     lr_schedule: str = "constant",
+    trace_every: int = 0,
 ) -> Fit:
     """Non-private reference: the exact minimiser (method=lbfgs) or plain minibatch SGD."""
     if method == "lbfgs":
         theta, _ = minimize_empirical_risk(problem, rng, restarts=restarts)
-        details = {"method": "lbfgs"}
-    else:
-        steps = steps_for(epochs, batch_size, problem.n)
-        theta, _ = run_sgd(problem, rng, steps=steps, batch_size=batch_size, lr=lr, lr_schedule=lr_schedule)
-        details = {"method": "sgd", "steps": steps}
-    return Fit(theta=theta, privacy=ledger(**NON_PRIVATE_LEDGER, **details))
+        return Fit(theta=theta, privacy=ledger(**NON_PRIVATE_LEDGER, method="lbfgs"))
+    steps = steps_for(epochs, batch_size, problem.n)
+    theta, trace = run_sgd(problem, rng, steps=steps, batch_size=batch_size, lr=lr, lr_schedule=lr_schedule,
+                           trace_every=trace_every, on_trace=training_loss_trace(problem))
+    return Fit(theta=theta, trace=trace, privacy=ledger(**NON_PRIVATE_LEDGER, method="sgd", steps=steps))
 
 
 register(AlgorithmInfo(
@@ -109,5 +109,7 @@ register(AlgorithmInfo(
         HyperParam("batch_size", float, 64.0, "expected batch size (sgd)", minimum=1),
         HyperParam("lr", float, 0.5, "step size (sgd)", minimum=0, exclusive_minimum=True),
         HyperParam("lr_schedule", str, "constant", "step-size schedule (sgd)", choices=LR_SCHEDULES),
+        HyperParam("trace_every", int, 0, "record the training loss every this many steps (sgd; 0: no trace)",
+                   minimum=0),
     ),
 ))

@@ -44,6 +44,11 @@ def project_to_ball(theta: np.ndarray, radius: float | None) -> np.ndarray:
     return theta if norm <= radius else theta * (radius / norm)
 
 
+def training_loss_trace(problem: Problem) -> Callable[[int, np.ndarray], dict]:
+    """Trace callback: the reference objective on the full training data (costs one pass)."""
+    return lambda step, theta: {"train_loss": problem.model.loss(theta, problem.X, problem.y)}
+
+
 def run_sgd(
     problem: Problem,
     rng: np.random.Generator,
