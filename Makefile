@@ -1,6 +1,7 @@
 # dpbench: every target installs what it needs into .venv first.
 #   make figures   run every experiment in experiments/ (full profile) and draw its figures
-#   make test      the fast test suite (what CI runs)
+#   make test      the fast test suite, then `make check` (what CI runs)
+#   make check     every experiment's ci profile against its stored reference curves
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -11,10 +12,10 @@ export DPBENCH_DATA
 EXPERIMENTS := $(wildcard experiments/*.yaml)
 STAMP := $(VENV)/.installed
 
-.PHONY: install test figures verify clean-results help
+.PHONY: install test pytest check figures verify help
 
 help:
-	@echo "make figures | make test | make verify | make install"
+	@echo "make figures | make test (= pytest + check) | make check | make verify | make install"
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,13 +24,16 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-test: $(STAMP)
+test: pytest check
+
+pytest: $(STAMP)
 	$(BIN)/python -m pytest -q
 
+check: $(STAMP)
+	$(BIN)/dpbench check $(EXPERIMENTS) --profile ci --jobs $(JOBS) --no-progress
+
 figures: $(STAMP)
-	@set -e; for spec in $(EXPERIMENTS); do \
-		echo "== $$spec"; $(BIN)/dpbench run $$spec --jobs $(JOBS); \
-	done
+	$(BIN)/dpbench run $(EXPERIMENTS) --jobs $(JOBS)
 
 verify: $(STAMP)
 	$(BIN)/dpbench data verify

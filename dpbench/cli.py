@@ -54,42 +54,121 @@ def _load_spec(spec: str, profile: str):
     return spec_mod.load(spec, profile=profile)
 
 
+def _run_options(f):
+    for option in reversed([
+        click.option("--profile", default="full", show_default=True, help="named profile of the experiments (e.g. ci)"),
+        click.option("--jobs", "-j", default=1, show_default=True, type=click.IntRange(min=1), help="parallel workers"),
+        click.option("--backend", default="loky", show_default=True,
+                     type=click.Choice(["loky", "threading", "sequential", "dask"]),
+                     help="joblib backend; dask runs cells on a dask.distributed cluster"),
+        click.option("--scheduler", default=None, metavar="ADDRESS",
+                     help="dask scheduler address (tcp://host:8786); without it --backend dask starts a local "
+                          "cluster of --jobs workers"),
+        click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False), help=DATA_HELP),
+        click.option("--no-progress", is_flag=True, help="no progress bar"),
+    ]):
+        f = option(f)
+    return f
+
+
 @main.command()
-@click.argument("spec", type=click.Path(dir_okay=False))
-@click.option("--profile", default="full", show_default=True, help="named profile of the experiment (e.g. ci)")
-@click.option("--jobs", "-j", default=1, show_default=True, type=click.IntRange(min=1), help="parallel workers")
-@click.option("--backend", default="loky", show_default=True,
-              type=click.Choice(["loky", "threading", "sequential", "dask"]),
-              help="joblib backend; dask runs cells on a dask.distributed cluster")
-@click.option("--scheduler", default=None, metavar="ADDRESS",
-              help="dask scheduler address (tcp://host:8786); without it --backend dask starts a local cluster")
+@click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False), metavar="SPEC...")
+@_run_options
 @click.option("--force", is_flag=True, help="recompute cells that are already stored")
 @click.option("--results", default="results", show_default=True, type=click.Path(file_okay=False), help=RESULTS_HELP)
-@click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False), help=DATA_HELP)
-@click.option("--no-progress", is_flag=True, help="no progress bar")
-def run(spec, profile, jobs, backend, scheduler, force, results, data_dir, no_progress) -> None:
-    """Run an experiment: every cell not stored yet, then curves, figures and manifest.
+def run(specs, profile, jobs, backend, scheduler, data_dir, no_progress, force, results) -> None:
+    """Run experiments: every cell not stored yet, then curves, figures and manifest.
 
-    Finished cells are stored one by one as they finish (results/<experiment>/cells/), so an
-    interrupted run resumes where it stopped; --force recomputes. Exits 1 if any cell failed
-    (the failed cells are listed; the others are kept).
+    Several SPECs run under one progress bar (`make figures` runs experiments/*.yaml). Finished
+    cells are stored one by one as they finish (results/<experiment>/cells/), so an interrupted
+    run resumes where it stopped; --force recomputes. Exits 1 if any cell failed (the failed
+    cells are listed; the others are kept).
     """
     from dpbench import pipeline
 
-    exp = _load_spec(spec, profile)
+    exps = [_load_spec(spec, profile) for spec in specs]
     started = time.perf_counter()
-    summary = pipeline.run_experiment(exp, results=results, data_dir=data_dir, jobs=jobs, backend=backend,
-                                      scheduler=scheduler, force=force, progress=not no_progress)
-    out = pipeline.render(exp, results=results, summary=summary)
-    _report(exp, out)
+    summary = pipeline.run_experiments(exps, results=results, data_dir=data_dir, jobs=jobs, backend=backend,
+                                       scheduler=scheduler, force=force, progress=not no_progress)
+    for exp in exps:
+        out = pipeline.render(exp, results=results, summary=summary)
+        click.echo(f"== {exp.name} [{exp.profile}]")
+        _report(exp, out)
+        click.echo(f"results: {out.folder}/ (runs.csv, curves.csv, manifest.json, "
+                   f"{', '.join(p.name for p in out.figures if p.suffix == '.png') or 'no figures'})")
     click.echo(f"cells: {summary.total} total, {summary.ran} run, {summary.reused} reused, "
                f"{len(summary.failed)} failed; wall time {time.perf_counter() - started:.1f} s")
-    click.echo(f"results: {out.folder}/ (runs.csv, curves.csv, manifest.json, "
-               f"{', '.join(p.name for p in out.figures if p.suffix == '.png') or 'no figures'})")
+    _exit_on_failures(summary)
+
+
+def _exit_on_failures(summary) -> None:
     if summary.failed:
-        click.echo(f"{len(summary.failed)} cell(s) failed:", err=True)
+        click.echo(f"{len(summary.failed)} cell(s) failed (stored with their tracebacks in cells/<key>.json; "
+                   f"a rerun retries them):", err=True)
         for record in summary.failed:
-            click.echo(f"  {record['key']}: {record['error']}", err=True)
+            cell = record.get("cell") or {}
+            what = " ".join(f"{k}={cell[k]}" for k in ("algorithm", "dataset", "model", "epsilon", "rep") if k in cell)
+            click.echo(f"  {record['key']} {what}: {record['error']}", err=True)
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False), metavar="SPEC...")
+@_run_options
+@click.option("--update", is_flag=True, help="rewrite the stored reference from this run (deliberately)")
+@click.option("--k", "k", default=3.0, show_default=True, type=click.FloatRange(0),
+              help="a moved curve point passes if its paired mean difference is within k standard errors")
+@click.option("--reuse", is_flag=True,
+              help="reuse cells stored under --results instead of recomputing in a temporary folder")
+@click.option("--results", default="results", show_default=True, type=click.Path(file_okay=False),
+              help="folder holding results/<experiment>/reference-<profile>.csv")
+def check(specs, profile, jobs, backend, scheduler, data_dir, no_progress, update, k, reuse, results) -> None:
+    """Run a profile and compare its curves with the stored reference, seed by seed.
+
+    The reference is results/<experiment>/reference-<profile>.csv (committed). Cells are
+    recomputed in a temporary folder (a stored cell could predate the code under test) unless
+    --reuse. A curve point passes if it is identical up to float noise, or if the per-seed
+    differences from the reference average out within --k standard errors; a systematic move,
+    a missing or a new point fails (exit 1) with a table of what moved.
+    """
+    import tempfile
+
+    from dpbench import check as check_mod
+    from dpbench import pipeline
+
+    exps = [_load_spec(spec, profile) for spec in specs]
+    with tempfile.TemporaryDirectory(prefix="dpbench-check-") as scratch:
+        where = results if reuse else scratch
+        started = time.perf_counter()
+        summary = pipeline.run_experiments(exps, results=where, data_dir=data_dir, jobs=jobs, backend=backend,
+                                           scheduler=scheduler, progress=not no_progress)
+        click.echo(f"cells: {summary.total} total, {summary.ran} run, {summary.reused} reused; "
+                   f"{time.perf_counter() - started:.1f} s")
+        _exit_on_failures(summary)
+        bad = 0
+        for exp in exps:
+            points = pipeline.seed_points(exp, where)
+            ref_path = pipeline.reference_path(exp, results)
+            if update:
+                from dpbench.store import atomic_write_bytes_via
+
+                atomic_write_bytes_via(ref_path, lambda tmp: points.to_csv(tmp, index=False, float_format="%.17g"))
+                click.echo(f"{exp.name} [{exp.profile}]: reference written to {ref_path} ({len(points)} values)")
+                continue
+            if not ref_path.is_file():
+                raise DpbenchError(f"{ref_path}: no reference for {exp.name} [{exp.profile}]; create it with "
+                                   f"`dpbench check {exp.source} --profile {exp.profile} --update`")
+            import pandas as pd
+
+            table = check_mod.compare(points, pd.read_csv(ref_path), k=k)
+            failures = check_mod.failed(table)
+            bad += len(failures)
+            verdict = "ok" if failures.empty else f"FAILED ({len(failures)} point(s) drifted, missing or new)"
+            click.echo(f"== {exp.name} [{exp.profile}] vs {ref_path}: {verdict}")
+            click.echo(check_mod.report(table, k))
+    if bad:
+        click.echo("the curves moved: if the change is deliberate, rerun with --update and commit the reference",
+                   err=True)
         sys.exit(1)
 
 

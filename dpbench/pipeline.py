@@ -23,7 +23,7 @@ from dpbench import plots, runner
 from dpbench.cells import CellContext, run_cell
 from dpbench.errors import DataError
 from dpbench.spec import DEFAULT_PROFILE, Experiment
-from dpbench.store import ResultStore, atomic_write_bytes_via, atomic_write_text
+from dpbench.store import ResultStore, RoutedStore, atomic_write_bytes_via, atomic_write_text
 
 PACKAGES = ("numpy", "scipy", "pandas", "matplotlib", "joblib", "dp-accounting", "dpbench", "click", "pyyaml")
 
@@ -58,30 +58,62 @@ def preflight(exp: Experiment, data_dir: str | None) -> None:
             raise DataError(f"datasets: {ds.label}: {exc}") from None
 
 
-def run_experiment(exp: Experiment, *, results: str | Path = "results", data_dir: str | None = None, jobs: int = 1,
-                   backend: str = "loky", scheduler: str | None = None, force: bool = False,
-                   progress: bool = True) -> runner.RunSummary:
-    """Run every cell of the experiment that is not stored yet (all of them with force)."""
-    preflight(exp, data_dir)
-    root = experiment_root(exp, results)
-    store = ResultStore(root)
-    context = CellContext(data_dir=data_dir, cache_dir=str(store.cells_dir))
-    cells = sorted(exp.cells(), key=lambda c: (c.dataset, c.rep, c.model, c.algorithm))
+def cache_dir(results: str | Path) -> Path:
+    """L* per (data split, model) is shared by every experiment under the same results folder."""
+    return Path(results) / ".cache"
+
+
+def run_experiments(exps: list[Experiment], *, results: str | Path = "results", data_dir: str | None = None,
+                    jobs: int = 1, backend: str = "loky", scheduler: str | None = None, force: bool = False,
+                    progress: bool = True) -> runner.RunSummary:
+    """Run every cell of these experiments not stored yet (all with force), under one progress bar."""
+    for exp in exps:
+        preflight(exp, data_dir)
+    routes: dict[str, list[ResultStore]] = {}
+    cells = {}
+    for exp in exps:
+        store = ResultStore(experiment_root(exp, results))
+        for cell in exp.cells():
+            routes.setdefault(cell.key, []).append(store)
+            cells.setdefault(cell.key, cell)
+    context = CellContext(data_dir=data_dir, cache_dir=str(cache_dir(results)))
+    ordered = sorted(cells.values(), key=lambda c: (c.dataset, c.rep, c.model, c.algorithm))
     work = functools.partial(run_cell, context=context)
-    return runner.run(cells, work, store, jobs=jobs, backend=backend, scheduler=scheduler, force=force,
-                      progress=progress, description=f"{exp.name} [{exp.profile}]")
+    names = ", ".join(f"{e.name}[{e.profile}]" for e in exps)
+    return runner.run(ordered, work, RoutedStore(routes), jobs=jobs, backend=backend, scheduler=scheduler,
+                      force=force, progress=progress, description=names if len(names) < 40 else "cells")
+
+
+def run_experiment(exp: Experiment, **options) -> runner.RunSummary:
+    return run_experiments([exp], **options)
 
 
 def collect(exp: Experiment, results: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """Runs table, curves table and the data files' hashes from this experiment's stored cells."""
+    runs, selected, data_files = _runs_and_selection(exp, results)
+    return runs, curves_mod.curves_table(selected, exp.metrics), data_files
+
+
+def seed_points(exp: Experiment, results: str | Path) -> pd.DataFrame:
+    """Per-seed values of every curve point (what `check` compares with the reference)."""
+    from dpbench.check import seed_points as points
+
+    _, selected, _ = _runs_and_selection(exp, results)
+    return points(selected, exp.metrics)
+
+
+def _runs_and_selection(exp: Experiment, results: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     store = ResultStore(experiment_root(exp, results))
     records = store.records(c.key for c in exp.cells())
     data_files: dict = {}
     for record in records:
         data_files.update(record.get("data_files") or {})
     runs = curves_mod.runs_table(records)
-    selected = curves_mod.select(runs, exp.selection)
-    return runs, curves_mod.curves_table(selected, exp.metrics), data_files
+    return runs, curves_mod.select(runs, exp.selection), data_files
+
+
+def reference_path(exp: Experiment, results: str | Path = "results") -> Path:
+    return experiment_root(exp, results) / f"reference-{exp.profile}.csv"
 
 
 def render(exp: Experiment, *, results: str | Path = "results", summary: runner.RunSummary | None = None) -> Outputs:

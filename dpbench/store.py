@@ -90,3 +90,27 @@ def _jsonable(obj: Any) -> Any:
     if isinstance(obj, (np.floating, np.integer, np.bool_)):
         return obj.item()
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+class RoutedStore:
+    """Several experiments' stores behind one interface, so one runner call (one progress bar)
+    serves them all: a cell key goes to the store of every experiment that contains it, and a
+    cell finished in one of them is copied to the others instead of being recomputed."""
+
+    def __init__(self, routes: dict[str, list[ResultStore]]):
+        self.routes = routes
+
+    def is_finished(self, key: str) -> bool:
+        stores = self.routes[key]
+        done = next((s for s in stores if s.is_finished(key)), None)
+        if done is None:
+            return False
+        record = done.get(key)
+        for store in stores:
+            if store is not done and not store.is_finished(key):
+                store.put(record)
+        return True
+
+    def put(self, record: dict[str, Any]) -> None:
+        for store in self.routes[record["key"]]:
+            store.put(record)

@@ -1,0 +1,95 @@
+"""Regression check: statuses of the paired comparison, and a 10% noise edit that must fail."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from dpbench import check
+from dpbench.algorithms import dpsgd
+from dpbench.cli import main
+
+from conftest import REPO
+
+CHECK_SPEC = """
+name: checkme
+seeds: 4
+datasets: [breast_cancer]
+models: [logreg]
+algorithms:
+  - name: nonprivate
+  - name: dpsgd
+    params: {epochs: 5, batch_size: 32, lr: 1.0}
+epsilons: [0.3, 1.0]
+delta: 1/n
+metrics: [accuracy, optimality_gap]
+"""
+
+
+def points(values: dict[int, float], label="dpsgd", eps=1.0, metric="accuracy") -> pd.DataFrame:
+    return pd.DataFrame([{"label": label, "dataset_label": "d", "model_label": "m", "epsilon": eps,
+                          "metric": metric, "rep": r, "value": v} for r, v in values.items()])
+
+
+def status(new, ref) -> str:
+    return check.compare(new, ref)["status"].tolist()
+
+
+def test_statuses_of_the_paired_comparison():
+    ref = points({0: 0.80, 1: 0.82, 2: 0.78, 3: 0.81})
+    assert status(ref, ref) == ["same"]
+    assert status(points({0: 0.80, 1: 0.82, 2: 0.78, 3: 0.81 + 1e-12}), ref) == ["same"]  # float noise
+    # seeds move both ways by seed noise: the paired mean difference is within 3 SE
+    assert status(points({0: 0.81, 1: 0.80, 2: 0.79, 3: 0.815}), ref) == ["within"]
+    # the same mean from different per-seed values is not "same"
+    assert status(points({0: 0.82, 1: 0.80, 2: 0.78, 3: 0.81}), ref) == ["within"]
+    # every seed moves the same way, by much less than the spread between seeds: a systematic drift
+    assert status(points({0: 0.795, 1: 0.816, 2: 0.774, 3: 0.806}), ref) == ["DRIFT"]
+    assert status(points({0: 0.80, 1: 0.82}), ref) == ["DRIFT"]  # seeds differ: the profile changed
+    both = check.compare(points({0: 1.0}, eps=2.0), points({0: 1.0}, eps=1.0))
+    assert sorted(both["status"]) == ["missing", "new"]
+    nonprivate = points({0: 0.9, 1: 0.91}, label="nonprivate", eps=np.nan)
+    assert status(nonprivate, nonprivate) == ["same"]
+
+
+def test_a_10_percent_noise_edit_fails_the_check(tmp_path, data_dir, monkeypatch):
+    spec = tmp_path / "checkme.yaml"
+    spec.write_text(CHECK_SPEC)
+    args = ["check", str(spec), "--results", str(tmp_path / "results"), "--data", str(data_dir),
+            "--backend", "sequential", "--no-progress"]
+    runner = CliRunner()
+    created = runner.invoke(main, args + ["--update"])
+    assert created.exit_code == 0, created.output
+    assert (tmp_path / "results" / "checkme" / "reference-full.csv").is_file()
+    unchanged = runner.invoke(main, args)
+    assert unchanged.exit_code == 0 and "6 same" in unchanged.output, unchanged.output
+
+    original = dpsgd.dpsgd_noise_multiplier
+    monkeypatch.setattr(dpsgd, "dpsgd_noise_multiplier", lambda *a, **k: 1.1 * original(*a, **k))
+    edited = runner.invoke(main, args)
+    assert edited.exit_code == 1, edited.output
+    assert "FAILED" in edited.output and "DRIFT" in edited.output
+    assert "|delta|/SE" in edited.output and "ref_mean" in edited.output  # the readable table
+    table_lines = [l for l in edited.output.splitlines() if l.strip().startswith("DRIFT")]
+    assert table_lines and all("dpsgd" in l for l in table_lines)  # only the edited algorithm moved
+    assert "--update" in edited.stderr
+
+
+def test_missing_reference_is_a_one_line_error(tmp_path, data_dir):
+    spec = tmp_path / "checkme.yaml"
+    spec.write_text(CHECK_SPEC.replace("seeds: 4", "seeds: 1").replace("[0.3, 1.0]", "[1.0]"))
+    out = CliRunner().invoke(main, ["check", str(spec), "--results", str(tmp_path / "r"), "--data", str(data_dir),
+                                    "--backend", "sequential", "--no-progress"])
+    assert out.exit_code == 2 and "no reference" in out.stderr and "--update" in out.stderr
+
+
+@pytest.mark.parametrize("spec_path", sorted(str(p) for p in (REPO / "experiments").glob("*.yaml")))
+def test_every_experiment_ships_a_ci_reference(spec_path):
+    from dpbench import pipeline, spec
+
+    exp = spec.load(spec_path, profile="ci")
+    ref = pipeline.reference_path(exp, REPO / "results")
+    assert ref.is_file(), f"{ref} missing: run `dpbench check {spec_path} --profile ci --update` and commit it"
+    assert len(pd.read_csv(ref)) > 0
