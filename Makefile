@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-test: pytest check
+test: check pytest  # pytest last, so its summary closes the output
 
 pytest: $(STAMP)
 	$(BIN)/python -m pytest -q
