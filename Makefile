@@ -12,10 +12,10 @@ export DPBENCH_DATA
 EXPERIMENTS := $(wildcard experiments/*.yaml)
 STAMP := $(VENV)/.installed
 
-.PHONY: install test pytest check figures verify help
+.PHONY: install test pytest check figures verify bench help
 
 help:
-	@echo "make figures | make test (= pytest + check) | make check | make verify | make install"
+	@echo "make figures | make test (= check + pytest) | make check | make bench | make verify | make install"
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,9 @@ check: $(STAMP)
 
 figures: $(STAMP)
 	$(BIN)/dpbench run $(EXPERIMENTS) --jobs $(JOBS)
+
+bench: $(STAMP)
+	$(BIN)/dpbench bench
 
 verify: $(STAMP)
 	$(BIN)/dpbench data verify

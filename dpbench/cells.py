@@ -153,10 +153,49 @@ def optimum(cell: Cell, problem, context: CellContext) -> float:
     return float(lstar)
 
 
+_PRIVACY_MEMO_LOADED: set[str] = set()
+
+
+def _privacy_memo_path(context: CellContext) -> Path | None:
+    return Path(context.cache_dir) / "privacy-memo.json" if context.cache_dir else None
+
+
+def load_privacy_memo(context: CellContext) -> None:
+    """Preload slow accounting results (PLD epsilons, calibrations) saved by earlier cells/runs."""
+    from dpbench import privacy
+
+    path = _privacy_memo_path(context)
+    if path is None or str(path) in _PRIVACY_MEMO_LOADED:
+        return
+    _PRIVACY_MEMO_LOADED.add(str(path))
+    try:
+        privacy.memo_preload(json.loads(path.read_text()))
+    except (FileNotFoundError, ValueError):
+        pass  # absent or unreadable: everything is recomputed
+
+
+def save_privacy_memo(context: CellContext) -> None:
+    """Merge this process's accounting memo into the file (atomic; a lost race only loses entries)."""
+    from dpbench import privacy
+    from dpbench.store import atomic_write_text
+
+    path = _privacy_memo_path(context)
+    if path is None:
+        return
+    entries = privacy.memo_entries()
+    try:
+        stored = json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        stored = {}
+    if set(entries) - set(stored):
+        atomic_write_text(path, json.dumps({**stored, **entries}))
+
+
 def run_cell(cell: Cell, context: CellContext = CellContext()) -> dict:
     """Load data, build the model, fit, evaluate: the record stored for this cell."""
     from dpbench import algorithms, data, metrics, models
 
+    load_privacy_memo(context)
     dataset = data.load(cell.dataset, seed=cell.data_seed, data_dir=context.data_dir, **dict(cell.dataset_options))
     model = models.make(cell.model, dataset.n_features, **dict(cell.model_options))
     problem = algorithms.Problem(model=model, X=dataset.X_train, y=dataset.y_train)
@@ -167,6 +206,7 @@ def run_cell(cell: Cell, context: CellContext = CellContext()) -> dict:
     started = time.perf_counter()
     fit = info.fit(problem, target, cell.algorithm_rng(), **dict(cell.params))
     fit_seconds = time.perf_counter() - started
+    save_privacy_memo(context)
     privacy = dict(fit.privacy)
     if info.convex_only and not model.convex and privacy.get("claim") != "none":
         privacy["claim"] = "none"

@@ -334,5 +334,35 @@ def calibrate(target, accountant, delta, sampling_rate, batch_size, n, steps, ep
         click.echo(f"  epsilon spent ({name.upper()}): {value:.6g}")
 
 
+@main.command()
+@click.option("--suite", "suites", multiple=True, help="suites to run (default: all); see dpbench.bench")
+@click.option("--repeats", default=1, show_default=True, type=click.IntRange(1), help="best of this many runs")
+@click.option("--output", default="results/bench.json", show_default=True, type=click.Path(dir_okay=False),
+              help="where the JSON records go")
+@click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False), help=DATA_HELP)
+def bench(suites, repeats, output, data_dir) -> None:
+    """Speed benchmarks: print a table and write results/bench.json (machine info + records)."""
+    import json
+
+    from dpbench import bench as bench_mod
+    from dpbench.store import atomic_write_text
+
+    chosen = suites or tuple(bench_mod.SUITES)
+    for name in chosen:
+        if name not in bench_mod.SUITES:
+            raise DpbenchError(f"--suite: unknown suite {name!r}; choose from {', '.join(bench_mod.SUITES)}")
+    info = bench_mod.machine_info()
+    click.echo(f"machine: {info['cores']} cores, numpy {info['numpy']}, BLAS {info['blas']}, "
+               f"BLAS threads {info['blas_threads']}")
+    records = []
+    for name in chosen:
+        started = time.perf_counter()
+        records += bench_mod.SUITES[name](data_dir=data_dir, repeats=repeats)
+        click.echo(f"suite {name}: {time.perf_counter() - started:.1f} s")
+    click.echo(bench_mod.format_table(records))
+    atomic_write_text(output, json.dumps({"machine": info, "records": records}, indent=2, default=str))
+    click.echo(f"written: {output}")
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

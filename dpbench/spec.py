@@ -14,6 +14,7 @@ Schema (every key but datasets/models/algorithms/epsilons is optional):
     algorithms:                      # {name, params, label}; a list value is a grid, selected
       - name: dpsgd                  #   per (algorithm, dataset, model, epsilon) on validation
         params: {lr: [0.1, 1.0], epochs: 2}
+        models: [logreg]             # optional: only these model (or dataset) labels
     epsilons: [0.1, 1]               # targets for private algorithms (> 0)
     delta: 1/n                       # a number in (0,1) or an expression of n (training size)
     metrics: [accuracy, optimality_gap]
@@ -63,6 +64,12 @@ class AlgorithmSpec:
     label: str
     grid: tuple[tuple[tuple[str, Any], ...], ...]  # every hyperparameter combination, defaults filled in
     private: bool
+    models: tuple[str, ...] | None = None  # restrict to these model labels (None: all)
+    datasets: tuple[str, ...] | None = None  # restrict to these dataset labels (None: all)
+
+    def applies_to(self, dataset: Component, model: Component) -> bool:
+        return (self.models is None or model.label in self.models) and \
+            (self.datasets is None or dataset.label in self.datasets)
 
 
 @dataclass(frozen=True)
@@ -100,6 +107,8 @@ class Experiment:
         """The grid: algorithms x hyperparameter combinations x datasets x models x epsilons x seeds."""
         out: list[Cell] = []
         for algo, ds, model, rep in itertools.product(self.algorithms, self.datasets, self.models, self.seeds):
+            if not algo.applies_to(ds, model):
+                continue
             for params in algo.grid:
                 for eps in (self.epsilons if algo.private else (None,)):
                     out.append(Cell(algorithm=algo.name, params=params, dataset=ds.name, dataset_options=ds.options,
@@ -189,7 +198,7 @@ def from_dict(raw: Any, *, name: str = "experiment", profile: str = DEFAULT_PROF
         raise SpecError(f"name: {exp_name!r} cannot be a folder name; use letters, digits, - and _")
     datasets = _components(spec["datasets"], "datasets", _dataset_check)
     models = _components(spec["models"], "models", _model_check)
-    algorithms = _algorithms(spec["algorithms"])
+    algorithms = _algorithms(spec["algorithms"], datasets, models)
     any_private = any(a.private for a in algorithms)
     epsilons = _epsilons(spec.get("epsilons"), required=any_private)
     delta = _delta(spec.get("delta", "1/n"))
@@ -308,7 +317,22 @@ def _components(value: Any, key: str, check) -> tuple[Component, ...]:
     return tuple(out)
 
 
-def _algorithms(value: Any) -> tuple[AlgorithmSpec, ...]:
+def _restriction(value: Any, path: str, components: tuple[Component, ...]) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    labels = [c.label for c in components]
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not value:
+        raise SpecError(f"{path}: must be a non-empty list of labels from {', '.join(labels)}")
+    for i, label in enumerate(value):
+        if label not in labels:
+            raise SpecError(f"{path}[{i}]: {label!r} is not a label of this experiment; choose from {', '.join(labels)}")
+    return tuple(value)
+
+
+def _algorithms(value: Any, datasets: tuple[Component, ...] = (), models: tuple[Component, ...] = ()
+                ) -> tuple[AlgorithmSpec, ...]:
     from dpbench import algorithms
 
     if not isinstance(value, list) or not value:
@@ -316,7 +340,7 @@ def _algorithms(value: Any) -> tuple[AlgorithmSpec, ...]:
     out: list[AlgorithmSpec] = []
     for i, item in enumerate(value):
         path = f"algorithms[{i}]"
-        entry = _entry(item, path, ("name", "params", "label"))
+        entry = _entry(item, path, ("name", "params", "label", "models", "datasets"))
         name = entry["name"]
         if name not in algorithms.REGISTRY:
             raise SpecError(f"{path}.name: unknown algorithm {name!r}; choose one of "
@@ -342,7 +366,9 @@ def _algorithms(value: Any) -> tuple[AlgorithmSpec, ...]:
                 raise SpecError(f"{path}.params.{key}: unknown hyperparameter of {name}; allowed: "
                                 f"{', '.join(hp.name for hp in info.params)}")
         grid = tuple(tuple(combo) for combo in itertools.product(*axes))
-        out.append(AlgorithmSpec(name=name, label=str(entry.get("label") or name), grid=grid, private=info.private))
+        out.append(AlgorithmSpec(name=name, label=str(entry.get("label") or name), grid=grid, private=info.private,
+                                 models=_restriction(entry.get("models"), f"{path}.models", models),
+                                 datasets=_restriction(entry.get("datasets"), f"{path}.datasets", datasets)))
     labels = [a.label for a in out]
     if len(set(labels)) != len(labels):
         raise SpecError("algorithms: two entries share a label; give each a distinct `label`")

@@ -32,6 +32,9 @@ def test_run_writes_tables_manifest_and_figures_then_reuses(tiny_spec, tmp_path,
     assert any("breast-cancer-wisconsin.data" in path for path in manifest["data"])
     assert "accuracy (mean ± std over seeds" in first.output and "10 run, 0 reused" in first.output
 
+    memo = json.loads((results / ".cache" / "privacy-memo.json").read_text())  # accounting persisted for reruns
+    assert any("_calibrate_cached" in key for key in memo) and any("_pld_epsilon" in key for key in memo)
+
     second = CliRunner().invoke(main, args)
     assert second.exit_code == 0 and "0 run, 10 reused" in second.output
 

@@ -121,3 +121,16 @@ def test_profile_merge_replaces_lists_and_merges_dicts():
     assert merged["epsilons"] == [3] and merged["description"] == "small"
     assert raw["epsilons"] == [1, 2]  # the original is not modified
     assert spec._merge({"a": {"x": 1, "y": 2}}, {"a": {"y": 3}}) == {"a": {"x": 1, "y": 3}}
+
+
+def test_algorithm_restricted_to_some_models_and_datasets(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text("datasets: [iris, breast_cancer]\nmodels: [logreg, mlp]\nepsilons: [1]\n"
+                    "algorithms:\n  - {name: nonprivate, models: [logreg]}\n"
+                    "  - {name: dpsgd, datasets: [iris], models: mlp}\n")
+    cells = spec.load(path).cells()
+    assert {(c.algorithm, c.dataset, c.model) for c in cells} == {
+        ("nonprivate", "iris", "logreg"), ("nonprivate", "breast_cancer", "logreg"), ("dpsgd", "iris", "mlp")}
+    path.write_text("datasets: [iris]\nmodels: [logreg]\nepsilons: [1]\nalgorithms:\n  - {name: dpsgd, models: [cnn]}\n")
+    with pytest.raises(SpecError, match=r"algorithms\[0\].models\[0\]: 'cnn' is not a label"):
+        spec.load(path)

@@ -14,6 +14,8 @@ from dpbench.privacy.accounting import (
     dpsgd_epsilon_report,
     gaussian_composition_sigma,
     gaussian_epsilon,
+    memo_entries,
+    memo_preload,
     paper_dpsgd_sigma,
     zcdp_to_dp,
 )
@@ -32,6 +34,8 @@ __all__ = [
     "gaussian_epsilon",
     "gaussian_noise",
     "laplace_norm_noise",
+    "memo_entries",
+    "memo_preload",
     "paper_dpsgd_sigma",
     "zcdp_to_dp",
 ]

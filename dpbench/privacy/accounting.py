@@ -96,6 +96,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import logging
 import math
 from typing import Callable
@@ -119,6 +120,8 @@ __all__ = [
     "paper_dpsgd_sigma",
     "zcdp_to_dp",
     "add_remove_to_replace_one",
+    "memo_entries",
+    "memo_preload",
 ]
 
 ACCOUNTANTS = ("rdp", "pld")
@@ -320,7 +323,37 @@ def _pld_epsilon_at(noise_multiplier: float, sampling_rate: float, steps: int, d
         return math.inf
 
 
-@functools.lru_cache(maxsize=1024)
+# --- memo of the slow results, exportable so a caller can persist it ---------------------------
+# Pure maths keeps no files: the cell layer (dpbench/cells.py) saves `memo_entries()` to disk
+# and calls `memo_preload` in a fresh process, so a PLD calibration that takes seconds is paid
+# once per (eps, delta, q, T), not once per worker process and per run.
+_MEMO: dict[str, float] = {}
+
+
+def _memoised(fn: Callable[..., float]) -> Callable[..., float]:
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    def wrapper(*args) -> float:
+        key = json.dumps([name, *args])
+        if key not in _MEMO:
+            _MEMO[key] = float(fn(*args))
+        return _MEMO[key]
+
+    return wrapper
+
+
+def memo_entries() -> dict[str, float]:
+    """A copy of the memo of slow results (PLD epsilons, calibrations): JSON-able."""
+    return dict(_MEMO)
+
+
+def memo_preload(entries: dict[str, float]) -> None:
+    """Add previously computed results (from `memo_entries`, e.g. read back from disk)."""
+    _MEMO.update({str(k): float(v) for k, v in entries.items()})
+
+
+@_memoised
 def _pld_epsilon(noise_multiplier: float, sampling_rate: float, steps: int, delta: float) -> float:
     estimate = _rdp_epsilon(noise_multiplier, sampling_rate, steps, delta)
     if not math.isfinite(estimate) or estimate <= 0:
@@ -428,7 +461,7 @@ def _bracket_and_solve(eps_fn: Callable[[float], float], target: float, z0: floa
     return _solve_noise(eps_fn, target, z_lo, e_lo, z_hi, e_hi, rel_tol)
 
 
-@functools.lru_cache(maxsize=4096)
+@_memoised
 def _calibrate_cached(target: float, delta: float, sampling_rate: float, steps: int,
                       accountant: str) -> float:
     what = f"calibrate_dpsgd_noise(eps={target}, delta={delta}, q={sampling_rate}, T={steps}, {accountant})"

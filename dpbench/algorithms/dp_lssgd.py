@@ -1,0 +1,221 @@
+"""DP-LSSGD: DP-SGD with Laplacian smoothing of the noisy gradient (Wang, Gu, Boedihardjo,
+Barekat, Osher 2019, arXiv:1906.12056; paper 000 ref. [39]; ALGORITHMS.md §3).
+
+Per step, exactly DP-SGD's noisy gradient (`dpsgd`, `sgd.run_sgd`): Poisson sampling at rate
+q = B/n, per-example clipping to C, N(0, (zC)^2 I) added to the clipped sum, division by the
+expected batch size B, plus the data-independent regulariser gradient; then
+
+    theta_{t+1} = Proj_r(theta_t - eta_t A_sigma^{-1} g~_t),   A_sigma = I - sigma Lap,
+
+with Lap the 1-D periodic discrete Laplacian, (Lap v)_i = v_{i-1} - 2 v_i + v_{i+1} (indices mod
+m). A_sigma is circulant, so A_sigma^{-1} v = ifft(fft(v) / (1 + 4 sigma sin^2(pi k / m))), computed
+here with the real FFT (`smooth`). Noise is added *before* smoothing [X: BaoWangMath/DP-LSSGD
+`RDP-Accountant/lssgd_dp.py`], so smoothing is post-processing and the privacy is DP-SGD's for
+the same (q, z, T): z is calibrated with `dpsgd.dpsgd_noise_multiplier` and the ledger reports
+the accountants' epsilon for it (claim "valid" whenever it is within the target, as for DP-SGD).
+
+Choices:
+* The operator is applied separately to each parameter tensor, as the reference code does
+  (`blocks`): logistic/ridge regression one vector; the MLP W1 (flattened row-major), b1, w2,
+  b2 (a block of length 1 is left unchanged: A_sigma = 1 there).
+* The smoothed vector is the whole noisy gradient including the regulariser's gradient
+  lambda theta (LS-SGD preconditions the full objective's gradient; both are post-processing).
+* `smoothing` sigma = 0 skips the FFT (A_0 = I exactly), so the run is bit-for-bit DP-SGD with
+  the same random draws; the loop mirrors `sgd.run_sgd` step for step, RNG calls included.
+  (run_sgd has no hook for transforming the noisy gradient; once it gets one this loop can go.)
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from dpbench.algorithms.base import AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, ledger, register
+from dpbench.algorithms.dpsgd import CALIBRATIONS, dpsgd_noise_multiplier
+from dpbench.algorithms.sgd import LR_SCHEDULES, learning_rate, project_to_ball, steps_for, training_loss_trace
+from dpbench.models.base import Model
+from dpbench.privacy import dpsgd_epsilon_report
+
+
+def blocks(model: Model) -> list[slice]:
+    """Contiguous slices of the flat theta, one per parameter tensor.
+
+    Models with an `unpack` (the MLP: theta -> (W1, b1, w2, b2)) are probed with theta = 0..m-1,
+    so the layout comes from the model itself; every other model is a single block. The slices
+    are checked to tile [0, m) in order.
+    """
+    m = model.n_params
+    unpack = getattr(model, "unpack", None)
+    if unpack is None:
+        return [slice(0, m)]
+    out, start = [], 0
+    for part in unpack(np.arange(m, dtype=float)):
+        idx = np.atleast_1d(np.asarray(part)).ravel().astype(np.int64)
+        if idx.size == 0:
+            continue
+        if idx[0] != start or not np.array_equal(idx, np.arange(start, start + idx.size)):
+            raise ValueError(f"{model.name}.unpack does not return contiguous blocks in order")
+        out.append(slice(start, start + idx.size))
+        start += idx.size
+    if start != m:
+        raise ValueError(f"{model.name}.unpack blocks cover {start} of {m} parameters")
+    return out
+
+
+def smoothing_denominator(m: int, sigma: float) -> np.ndarray:
+    """Eigenvalues 1 + 4 sigma sin^2(pi k / m), k = 0..floor(m/2), of A_sigma (rfft frequencies)."""
+    k = np.arange(m // 2 + 1)
+    return 1.0 + 4.0 * sigma * np.sin(np.pi * k / m) ** 2
+
+
+def smooth(v: np.ndarray, sigma: float, denominator: np.ndarray | None = None) -> np.ndarray:
+    """A_sigma^{-1} v for one vector (periodic 1-D Laplacian), by FFT; sigma = 0 returns v itself."""
+    v = np.asarray(v, dtype=float)
+    if sigma == 0.0 or v.size <= 1:
+        return v
+    den = smoothing_denominator(v.size, sigma) if denominator is None else denominator
+    return np.fft.irfft(np.fft.rfft(v) / den, n=v.size)
+
+
+def smoother(model: Model, sigma: float) -> Callable[[np.ndarray], np.ndarray]:
+    """g -> blockwise A_sigma^{-1} g for this model's layout (denominators precomputed once)."""
+    if not sigma >= 0:
+        raise ValueError(f"smoothing must be >= 0, got {sigma}")
+    if sigma == 0.0:
+        return lambda g: g
+    parts = [(sl, smoothing_denominator(sl.stop - sl.start, sigma)) for sl in blocks(model)]
+
+    def apply(g: np.ndarray) -> np.ndarray:
+        out = np.empty_like(g)
+        for sl, den in parts:
+            out[sl] = smooth(g[sl], sigma, den)
+        return out
+
+    return apply
+
+
+def run_lssgd(
+    problem: Problem,
+    rng: np.random.Generator,
+    *,
+    steps: int,
+    batch_size: float,
+    lr: float,
+    smoothing: float,
+    lr_schedule: str = "constant",
+    clip_norm: float | None = None,
+    noise_std: float = 0.0,
+    radius: float | None = None,
+    trace_every: int = 0,
+    on_trace: Callable[[int, np.ndarray], dict] | None = None,
+) -> tuple[np.ndarray, list[dict]]:
+    """`sgd.run_sgd` with the update direction A_sigma^{-1} g; identical RNG use, so sigma = 0 is run_sgd."""
+    model, X, y, n = problem.model, problem.X, problem.y, problem.n
+    q = min(1.0, batch_size / n)
+    expected_batch = q * n
+    transform = smoother(model, smoothing)
+    theta = model.init(rng)
+    m = theta.shape[0]
+    steps_per_epoch = max(1.0, n / batch_size)
+    trace: list[dict] = []
+    for t in range(steps):
+        if q >= 1.0:
+            Xb, yb = X, y
+        else:
+            k = int(rng.binomial(n, q))
+            idx = rng.choice(n, size=k, replace=False) if k else np.empty(0, dtype=np.intp)
+            idx.sort()
+            Xb, yb = X[idx], y[idx]
+        if Xb.shape[0]:
+            if clip_norm is None:
+                gsum = model.data_grad(theta, Xb, yb) * Xb.shape[0]
+            else:
+                gsum, _ = model.clipped_grad_sum(theta, Xb, yb, clip_norm)
+        else:
+            gsum = np.zeros(m)
+        if noise_std > 0.0:
+            gsum = gsum + rng.normal(0.0, noise_std, size=m)
+        g = gsum / expected_batch + model.reg_grad(theta)
+        theta = project_to_ball(theta - learning_rate(lr, lr_schedule, t, steps_per_epoch) * transform(g), radius)
+        if trace_every and ((t + 1) % trace_every == 0 or t + 1 == steps) and on_trace is not None:
+            trace.append({"step": t + 1, **on_trace(t + 1, theta)})
+    return theta, trace
+
+
+def fit_dp_lssgd(
+    problem: Problem,
+    privacy: PrivacyTarget,
+    rng: np.random.Generator,
+    *,
+    smoothing: float = 1.0,
+    epochs: float = 1.0,
+    batch_size: float = 64.0,
+    lr: float = 0.5,
+    lr_schedule: str = "constant",
+    clip_norm: float = 1.0,
+    calibration: str = "rdp",
+    paper_c: float = 1.0,
+    radius: float | None = None,
+    trace_every: int = 0,
+) -> Fit:
+    n = problem.n
+    batch_size = min(float(batch_size), float(n))
+    q = batch_size / n
+    steps = steps_for(epochs, batch_size, n)
+    z = dpsgd_noise_multiplier(privacy, sampling_rate=q, steps=steps, calibration=calibration,
+                               clip_norm=clip_norm, batch_size=batch_size, n=n, paper_c=paper_c)
+    theta, trace = run_lssgd(problem, rng, steps=steps, batch_size=batch_size, lr=lr, smoothing=float(smoothing),
+                             lr_schedule=lr_schedule, clip_norm=clip_norm, noise_std=z * clip_norm, radius=radius,
+                             trace_every=trace_every, on_trace=training_loss_trace(problem))
+    spent = dpsgd_epsilon_report(z, q, steps, privacy.delta)
+    within = min(spent.values()) <= privacy.epsilon * (1 + 1e-9)
+    return Fit(theta=theta, trace=trace, privacy=ledger(
+        private=True,
+        mechanism="Poisson-subsampled Gaussian composed over T steps (DP-SGD), then Laplacian smoothing "
+                  "(post-processing)",
+        claim="valid" if within else "paper-only",
+        target_epsilon=privacy.epsilon,
+        delta=privacy.delta,
+        epsilon_spent=spent,
+        adjacency="add/remove-one",
+        sensitivity=clip_norm,
+        sampling={"kind": "poisson", "rate": q, "expected_batch": batch_size},
+        steps=steps,
+        noise_multiplier=z,
+        noise_std_sum=z * clip_norm,
+        noise_std_mean_gradient=z * clip_norm / batch_size,
+        calibration=calibration,
+        smoothing=float(smoothing),
+        smoothing_blocks=[sl.stop - sl.start for sl in blocks(problem.model)],
+    ))
+
+
+register(AlgorithmInfo(
+    name="dp_lssgd",
+    title="DP-LSSGD: DP-SGD with Laplacian smoothing of the noisy gradient",
+    citation="Wang, Gu, Boedihardjo, Barekat, Osher, DP-LSSGD: A Stochastic Optimization Method to Lift "
+             "the Utility in Privacy-Preserving ERM, arXiv:1906.12056 (2019); paper 000 ref. [39]; ALGORITHMS.md §3",
+    private=True,
+    fit=fit_dp_lssgd,
+    params=(
+        HyperParam("smoothing", float, 1.0, "Laplacian smoothing sigma of A = I - sigma Lap (0: plain DP-SGD)",
+                   minimum=0),
+        HyperParam("epochs", float, 1.0, "passes over the data; T = round(epochs * n / batch_size)",
+                   minimum=0, exclusive_minimum=True),
+        HyperParam("batch_size", float, 64.0, "expected (Poisson) batch size B; q = B/n", minimum=1),
+        HyperParam("lr", float, 0.5, "step size", minimum=0, exclusive_minimum=True),
+        HyperParam("lr_schedule", str, "constant", "step-size schedule", choices=LR_SCHEDULES),
+        HyperParam("clip_norm", float, 1.0, "per-example L2 clipping norm C (the sensitivity)",
+                   minimum=0, exclusive_minimum=True),
+        HyperParam("calibration", str, "rdp",
+                   "noise calibration: rdp or pld accountant, or paper 000's closed form eq. (2)",
+                   choices=CALIBRATIONS),
+        HyperParam("paper_c", float, 1.0, "the unspecified constant c of paper 000 eq. (2) (calibration: paper)",
+                   minimum=0, exclusive_minimum=True),
+        HyperParam("trace_every", int, 0, "record the training loss every this many steps (0: no trace)",
+                   minimum=0),
+        HyperParam("radius", float, None, "project iterates onto the L2 ball of this radius (none: no projection)",
+                   minimum=0, exclusive_minimum=True, optional=True),
+    ),
+))
