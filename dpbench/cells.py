@@ -91,6 +91,8 @@ class Cell:
     delta: str | float
     rep: int
     seed: int
+    # budget of the L* estimate for a non-convex model (restarts, maxiter of L-BFGS); ignored for convex
+    optimum: tuple[tuple[str, int], ...] = (("maxiter", 500), ("restarts", 2))
     # labels name the curves; they are not part of the key
     label: str = field(default="", compare=False)
     dataset_label: str = field(default="", compare=False)
@@ -100,7 +102,7 @@ class Cell:
         return {"schema": CELL_SCHEMA, "algorithm": self.algorithm, "params": dict(self.params),
                 "dataset": self.dataset, "dataset_options": dict(self.dataset_options), "model": self.model,
                 "model_options": dict(self.model_options), "epsilon": self.epsilon, "delta": self.delta,
-                "rep": self.rep, "seed": self.seed}
+                "rep": self.rep, "seed": self.seed, "optimum": dict(self.optimum)}
 
     @cached_property
     def key(self) -> str:
@@ -115,7 +117,8 @@ class Cell:
     def problem_key(self) -> str:
         """Identifies (data split, model): cells with the same problem share L*."""
         return digest({"dataset": self.dataset, "dataset_options": dict(self.dataset_options),
-                       "data_seed": self.data_seed, "model": self.model, "model_options": dict(self.model_options)})
+                       "data_seed": self.data_seed, "model": self.model, "model_options": dict(self.model_options),
+                       "optimum": dict(self.optimum)})
 
     def algorithm_rng(self) -> np.random.Generator:
         return np.random.default_rng(np.random.SeedSequence(seed_from("algorithm", self.key)))
@@ -147,7 +150,7 @@ def optimum(cell: Cell, problem, context: CellContext) -> float:
         except (ValueError, KeyError):
             pass  # unreadable: recompute and overwrite
     rng = np.random.default_rng(np.random.SeedSequence(seed_from("optimum", cell.problem_key)))
-    _, lstar = minimize_empirical_risk(problem, rng)
+    _, lstar = minimize_empirical_risk(problem, rng, **dict(cell.optimum))
     if path is not None:
         atomic_write_text(path, json.dumps({"lstar": lstar, "problem": cell.problem_key}))
     return float(lstar)

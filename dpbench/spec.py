@@ -21,6 +21,7 @@ Schema (every key but datasets/models/algorithms/epsilons is optional):
     selection: val_accuracy          # val_accuracy (max) or val_loss (min); default by task
     figures:                         # default: one metric-over-epsilon figure per metric
       - {name: accuracy, kind: metric_over_epsilon, metric: accuracy, title: ...}
+    optimum: {restarts: 2, maxiter: 500}   # L-BFGS budget of the L* estimate for non-convex models
     profiles:                        # named overrides of top-level keys (dicts merge, lists replace)
       ci: {seeds: 2, epsilons: [0.5, 2]}
 
@@ -44,7 +45,8 @@ from dpbench.errors import SpecError
 from dpbench.metrics import METRICS, SELECTION_METRICS
 
 TOP_KEYS = ("name", "description", "paper", "seed", "seeds", "datasets", "models", "algorithms", "epsilons",
-            "delta", "metrics", "selection", "figures", "profiles")
+            "delta", "metrics", "selection", "figures", "optimum", "profiles")
+OPTIMUM_DEFAULTS = {"maxiter": 500, "restarts": 2}
 FIGURE_KINDS = ("metric_over_epsilon",)
 DEFAULT_PROFILE = "full"
 
@@ -96,6 +98,7 @@ class Experiment:
     metrics: tuple[str, ...]
     selection: str | None
     figures: tuple[FigureSpec, ...]
+    optimum: tuple[tuple[str, int], ...]
     source: str
     resolved: dict  # the spec after the profile was applied (hashed into the manifest)
 
@@ -113,8 +116,8 @@ class Experiment:
                 for eps in (self.epsilons if algo.private else (None,)):
                     out.append(Cell(algorithm=algo.name, params=params, dataset=ds.name, dataset_options=ds.options,
                                     model=model.name, model_options=model.options, epsilon=eps, delta=self.delta,
-                                    rep=rep, seed=self.seed, label=algo.label, dataset_label=ds.label,
-                                    model_label=model.label))
+                                    rep=rep, seed=self.seed, optimum=self.optimum, label=algo.label,
+                                    dataset_label=ds.label, model_label=model.label))
         return out
 
 
@@ -212,7 +215,8 @@ def from_dict(raw: Any, *, name: str = "experiment", profile: str = DEFAULT_PROF
     return Experiment(
         name=exp_name, description=_string(spec, "description"), paper=_string(spec, "paper"), profile=profile,
         seed=seed, seeds=seeds, datasets=datasets, models=models, algorithms=algorithms, epsilons=epsilons,
-        delta=delta, metrics=metrics, selection=selection, figures=figures, source=source,
+        delta=delta, metrics=metrics, selection=selection, figures=figures, optimum=_optimum(spec.get("optimum")),
+        source=source,
         resolved={k: v for k, v in spec.items() if k != "profiles"},
     )
 
@@ -369,9 +373,15 @@ def _algorithms(value: Any, datasets: tuple[Component, ...] = (), models: tuple[
         out.append(AlgorithmSpec(name=name, label=str(entry.get("label") or name), grid=grid, private=info.private,
                                  models=_restriction(entry.get("models"), f"{path}.models", models),
                                  datasets=_restriction(entry.get("datasets"), f"{path}.datasets", datasets)))
-    labels = [a.label for a in out]
-    if len(set(labels)) != len(labels):
-        raise SpecError("algorithms: two entries share a label; give each a distinct `label`")
+    seen: dict[tuple[str, str, str], int] = {}
+    for i, algo in enumerate(out):  # a label may repeat only where the entries cover disjoint panels
+        for ds, model in itertools.product(datasets, models):
+            if algo.applies_to(ds, model):
+                key = (algo.label, ds.label, model.label)
+                if key in seen:
+                    raise SpecError(f"algorithms[{i}].label: {algo.label!r} is also the label of algorithms[{seen[key]}] "
+                                    f"on {ds.label} x {model.label}; give each entry a distinct label there")
+                seen[key] = i
     return tuple(out)
 
 
@@ -405,6 +415,18 @@ def _delta(value: Any) -> str | float:
         if not 0 < d < 1:
             raise SpecError(f"delta: must lie in (0, 1), got {d:g} at n={n}")
     return float(value) if isinstance(value, (int, float)) else value
+
+
+def _optimum(value: Any) -> tuple[tuple[str, int], ...]:
+    if value is None:
+        value = {}
+    if not isinstance(value, dict):
+        raise SpecError("optimum: must be a mapping such as {restarts: 2, maxiter: 500}")
+    for key in value:
+        if key not in OPTIMUM_DEFAULTS:
+            raise SpecError(f"optimum.{key}: unknown key; allowed: {', '.join(OPTIMUM_DEFAULTS)}")
+    merged = {**OPTIMUM_DEFAULTS, **value}
+    return tuple(sorted((k, _int(v, f"optimum.{k}", minimum=1)) for k, v in merged.items()))
 
 
 def _metrics(value: Any) -> tuple[str, ...]:

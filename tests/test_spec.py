@@ -134,3 +134,20 @@ def test_algorithm_restricted_to_some_models_and_datasets(tmp_path):
     path.write_text("datasets: [iris]\nmodels: [logreg]\nepsilons: [1]\nalgorithms:\n  - {name: dpsgd, models: [cnn]}\n")
     with pytest.raises(SpecError, match=r"algorithms\[0\].models\[0\]: 'cnn' is not a label"):
         spec.load(path)
+
+
+def test_shared_label_needs_disjoint_panels_and_optimum_budget(tmp_path):
+    path = tmp_path / "l.yaml"
+    path.write_text("datasets: [iris]\nmodels: [logreg, mlp]\nepsilons: [1]\noptimum: {maxiter: 50}\n"
+                    "algorithms:\n  - {name: nonprivate, label: np, models: [logreg]}\n"
+                    "  - {name: nonprivate, label: np, models: [mlp], params: {method: sgd}}\n")
+    exp = spec.load(path)
+    assert dict(exp.optimum) == {"maxiter": 50, "restarts": 2}
+    assert {c.label for c in exp.cells()} == {"np"} and len(exp.cells()) == 2
+    path.write_text("datasets: [iris]\nmodels: [logreg]\nepsilons: [1]\n"
+                    "algorithms:\n  - {name: nonprivate, label: np}\n  - {name: dpsgd, label: np}\n")
+    with pytest.raises(SpecError, match=r"algorithms\[1\].label: 'np' is also the label of algorithms\[0\]"):
+        spec.load(path)
+    path.write_text("datasets: [iris]\nmodels: [logreg]\nepsilons: [1]\nalgorithms: [dpsgd]\noptimum: {maxiter: 0}\n")
+    with pytest.raises(SpecError, match="optimum.maxiter: must be >= 1"):
+        spec.load(path)
