@@ -3,8 +3,8 @@
 Cell = (algorithm + hyperparameters, dataset + options, model + options, epsilon, delta, seed).
 Running a cell depends on nothing but the cell: the data split comes from a seed derived from
 (experiment seed, repetition, dataset), so every algorithm of one repetition sees the same
-split (paired comparisons), and the algorithm's randomness from a SeedSequence derived from the
-cell key. Same cell, same numbers, whatever the number of workers or the order.
+split (paired comparisons), and the algorithm's randomness from a SeedSequence derived from
+(seed, repetition, algorithm, dataset, model, epsilon). Same cell, same numbers, whatever the number of workers or the order.
 
 This module is the only place that ties data, models, algorithms and metrics together; the
 runner only sees `Cell.key` and calls `run_cell`.
@@ -121,7 +121,15 @@ class Cell:
                        "optimum": dict(self.optimum)})
 
     def algorithm_rng(self) -> np.random.Generator:
-        return np.random.default_rng(np.random.SeedSequence(seed_from("algorithm", self.key)))
+        """The fit's randomness: from (seed, repetition, algorithm, dataset, model, epsilon) only.
+
+        Not from the hyperparameters or the rest of the key: every combination of a grid sees the
+        same random stream (common random numbers make validation selection less noisy), and
+        adding a hyperparameter default or a field to the cell does not re-draw every result.
+        """
+        return np.random.default_rng(np.random.SeedSequence(seed_from(
+            "algorithm", self.seed, self.rep, self.algorithm, self.dataset, dict(self.dataset_options), self.model,
+            dict(self.model_options), self.epsilon)))
 
 
 @dataclass(frozen=True)

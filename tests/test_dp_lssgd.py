@@ -111,9 +111,9 @@ def test_ledger_epsilon_is_dpsgds_for_the_same_q_z_T():
 
 
 def test_accuracy_improves_with_epsilon():
-    full = logistic_problem(n=4000)
-    p = Problem(model=full.model, X=full.X[:3000], y=full.y[:3000])
-    Xt, yt = full.X[3000:], full.y[3000:]  # held out, same distribution
+    full = logistic_problem(n=2000, d=8, seed=5)
+    p = Problem(model=full.model, X=full.X[:1000], y=full.y[:1000])
+    Xt, yt = full.X[1000:], full.y[1000:]  # held out, same distribution
 
     def acc(eps):
         accs = []
@@ -124,4 +124,4 @@ def test_accuracy_improves_with_epsilon():
         return float(np.mean(accs))
 
     hi, lo = acc(8.0), acc(0.05)
-    assert hi > 0.9 and hi > lo + 0.05, (hi, lo)
+    assert hi > 0.85 and hi > lo + 0.1, (hi, lo)

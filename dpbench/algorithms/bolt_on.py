@@ -172,8 +172,11 @@ def plan_bolt_on(model: Model, n: int, *, variant: str = "convex", epochs: int =
         raise ValueError(f"radius must be > 0, got {radius}")
     L = G + lam * radius if (lipschitz_bound == "paper" and radius is not None) else G
 
-    max_lr, rule = (1.0 / beta, "1/beta") if strongly else (2.0 / beta, "2/beta")
+    limit = 1.0 if strongly else 2.0
+    max_lr, rule = (limit / beta if beta > 0 else math.inf), f"{limit:g}/beta"
     if lr is None:
+        if not beta > 0:
+            raise ValueError("bolt_on: the loss has smoothness 0, so the default lr = 1/beta is undefined; set lr")
         lr = 1.0 / beta
     elif not lr > 0:
         raise ValueError(f"lr must be > 0, got {lr}")
