@@ -8,7 +8,7 @@ import pytest
 from dpbench import models
 from dpbench.algorithms import dp_lssgd
 from dpbench.algorithms.base import REGISTRY, PrivacyTarget, Problem
-from dpbench.algorithms.dp_lssgd import blocks, fit_dp_lssgd, run_lssgd, smooth, smoother
+from dpbench.algorithms.dp_lssgd import blocks, fit_dp_lssgd, smooth, smoother
 from dpbench.algorithms.dpsgd import fit_dpsgd
 from dpbench.algorithms.sgd import run_sgd, steps_for, training_loss_trace
 from dpbench.privacy import calibrate_dpsgd_noise, dpsgd_epsilon_report
@@ -84,10 +84,10 @@ def test_sigma_zero_is_dpsgd_bit_for_bit():
     kw2 = dict(steps=40, batch_size=32.0, lr=0.3, lr_schedule="inverse_sqrt", clip_norm=1.0, noise_std=2.0,
                radius=5.0, trace_every=10, on_trace=training_loss_trace(mlp))
     ta, tra = run_sgd(mlp, np.random.default_rng(3), **kw2)
-    tb, trb = run_lssgd(mlp, np.random.default_rng(3), smoothing=0.0, **kw2)
+    tb, trb = run_sgd(mlp, np.random.default_rng(3), transform=smoother(mlp.model, 0.0), **kw2)
     assert np.array_equal(ta, tb) and tra == trb
     # and smoothing changes the result (it is really applied)
-    tc, _ = run_lssgd(mlp, np.random.default_rng(3), smoothing=1.0, **kw2)
+    tc, _ = run_sgd(mlp, np.random.default_rng(3), transform=smoother(mlp.model, 1.0), **kw2)
     assert not np.allclose(ta, tc)
 
 

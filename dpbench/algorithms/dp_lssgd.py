@@ -31,11 +31,10 @@ from typing import Callable
 
 import numpy as np
 
-from dpbench.algorithms.base import AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, ledger, register
-from dpbench.algorithms.dpsgd import CALIBRATIONS, dpsgd_noise_multiplier
-from dpbench.algorithms.sgd import LR_SCHEDULES, learning_rate, project_to_ball, steps_for, training_loss_trace
+from dpbench.algorithms.base import AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, register
+from dpbench.algorithms.dpsgd import CALIBRATIONS, fit_noisy_sgd
+from dpbench.algorithms.sgd import LR_SCHEDULES
 from dpbench.models.base import Model
-from dpbench.privacy import dpsgd_epsilon_report
 
 
 def blocks(model: Model) -> list[slice]:
@@ -95,54 +94,6 @@ def smoother(model: Model, sigma: float) -> Callable[[np.ndarray], np.ndarray]:
     return apply
 
 
-def run_lssgd(
-    problem: Problem,
-    rng: np.random.Generator,
-    *,
-    steps: int,
-    batch_size: float,
-    lr: float,
-    smoothing: float,
-    lr_schedule: str = "constant",
-    clip_norm: float | None = None,
-    noise_std: float = 0.0,
-    radius: float | None = None,
-    trace_every: int = 0,
-    on_trace: Callable[[int, np.ndarray], dict] | None = None,
-) -> tuple[np.ndarray, list[dict]]:
-    """`sgd.run_sgd` with the update direction A_sigma^{-1} g; identical RNG use, so sigma = 0 is run_sgd."""
-    model, X, y, n = problem.model, problem.X, problem.y, problem.n
-    q = min(1.0, batch_size / n)
-    expected_batch = q * n
-    transform = smoother(model, smoothing)
-    theta = model.init(rng)
-    m = theta.shape[0]
-    steps_per_epoch = max(1.0, n / batch_size)
-    trace: list[dict] = []
-    for t in range(steps):
-        if q >= 1.0:
-            Xb, yb = X, y
-        else:
-            k = int(rng.binomial(n, q))
-            idx = rng.choice(n, size=k, replace=False) if k else np.empty(0, dtype=np.intp)
-            idx.sort()
-            Xb, yb = X[idx], y[idx]
-        if Xb.shape[0]:
-            if clip_norm is None:
-                gsum = model.data_grad(theta, Xb, yb) * Xb.shape[0]
-            else:
-                gsum, _ = model.clipped_grad_sum(theta, Xb, yb, clip_norm)
-        else:
-            gsum = np.zeros(m)
-        if noise_std > 0.0:
-            gsum = gsum + rng.normal(0.0, noise_std, size=m)
-        g = gsum / expected_batch + model.reg_grad(theta)
-        theta = project_to_ball(theta - learning_rate(lr, lr_schedule, t, steps_per_epoch) * transform(g), radius)
-        if trace_every and ((t + 1) % trace_every == 0 or t + 1 == steps) and on_trace is not None:
-            trace.append({"step": t + 1, **on_trace(t + 1, theta)})
-    return theta, trace
-
-
 def fit_dp_lssgd(
     problem: Problem,
     privacy: PrivacyTarget,
@@ -159,36 +110,15 @@ def fit_dp_lssgd(
     radius: float | None = None,
     trace_every: int = 0,
 ) -> Fit:
-    n = problem.n
-    batch_size = min(float(batch_size), float(n))
-    q = batch_size / n
-    steps = steps_for(epochs, batch_size, n)
-    z = dpsgd_noise_multiplier(privacy, sampling_rate=q, steps=steps, calibration=calibration,
-                               clip_norm=clip_norm, batch_size=batch_size, n=n, paper_c=paper_c)
-    theta, trace = run_lssgd(problem, rng, steps=steps, batch_size=batch_size, lr=lr, smoothing=float(smoothing),
-                             lr_schedule=lr_schedule, clip_norm=clip_norm, noise_std=z * clip_norm, radius=radius,
-                             trace_every=trace_every, on_trace=training_loss_trace(problem))
-    spent = dpsgd_epsilon_report(z, q, steps, privacy.delta)
-    within = min(spent.values()) <= privacy.epsilon * (1 + 1e-9)
-    return Fit(theta=theta, trace=trace, privacy=ledger(
-        private=True,
+    return fit_noisy_sgd(
+        problem, privacy, rng, epochs=epochs, batch_size=batch_size, lr=lr, lr_schedule=lr_schedule,
+        clip_norm=clip_norm, calibration=calibration, paper_c=paper_c, radius=radius, trace_every=trace_every,
+        transform=smoother(problem.model, float(smoothing)),
         mechanism="Poisson-subsampled Gaussian composed over T steps (DP-SGD), then Laplacian smoothing "
                   "(post-processing)",
-        claim="valid" if within else "paper-only",
-        target_epsilon=privacy.epsilon,
-        delta=privacy.delta,
-        epsilon_spent=spent,
-        adjacency="add/remove-one",
-        sensitivity=clip_norm,
-        sampling={"kind": "poisson", "rate": q, "expected_batch": batch_size},
-        steps=steps,
-        noise_multiplier=z,
-        noise_std_sum=z * clip_norm,
-        noise_std_mean_gradient=z * clip_norm / batch_size,
-        calibration=calibration,
         smoothing=float(smoothing),
         smoothing_blocks=[sl.stop - sl.start for sl in blocks(problem.model)],
-    ))
+    )
 
 
 register(AlgorithmInfo(

@@ -20,6 +20,8 @@ projection unless `radius` is set, theta_0 from the model's init.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from dpbench.algorithms.base import AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, ledger, register
@@ -42,6 +44,58 @@ def dpsgd_noise_multiplier(
     raise ValueError(f"unknown calibration {calibration!r}; choose one of {', '.join(CALIBRATIONS)}")
 
 
+def fit_noisy_sgd(
+    problem: Problem,
+    privacy: PrivacyTarget,
+    rng: np.random.Generator,
+    *,
+    epochs: float,
+    batch_size: float,
+    lr: float,
+    lr_schedule: str,
+    clip_norm: float,
+    calibration: str,
+    paper_c: float,
+    radius: float | None,
+    trace_every: int,
+    transform: Callable[[np.ndarray], np.ndarray] | None = None,
+    mechanism: str = "Poisson-subsampled Gaussian composed over T steps (DP-SGD)",
+    **ledger_details,
+) -> Fit:
+    """DP-SGD's calibration, loop and ledger; `transform` post-processes each noisy gradient.
+
+    Shared by `dpsgd` and the DP-SGD variants whose privacy is DP-SGD's (DP-LSSGD).
+    """
+    n = problem.n
+    batch_size = min(float(batch_size), float(n))
+    q = batch_size / n
+    steps = steps_for(epochs, batch_size, n)
+    z = dpsgd_noise_multiplier(privacy, sampling_rate=q, steps=steps, calibration=calibration,
+                               clip_norm=clip_norm, batch_size=batch_size, n=n, paper_c=paper_c)
+    theta, trace = run_sgd(problem, rng, steps=steps, batch_size=batch_size, lr=lr, lr_schedule=lr_schedule,
+                           clip_norm=clip_norm, noise_std=z * clip_norm, radius=radius, trace_every=trace_every,
+                           on_trace=training_loss_trace(problem), transform=transform)
+    spent = dpsgd_epsilon_report(z, q, steps, privacy.delta)
+    within = min(spent.values()) <= privacy.epsilon * (1 + 1e-9)
+    return Fit(theta=theta, trace=trace, privacy=ledger(
+        private=True,
+        mechanism=mechanism,
+        claim="valid" if within else "paper-only",
+        target_epsilon=privacy.epsilon,
+        delta=privacy.delta,
+        epsilon_spent=spent,
+        adjacency="add/remove-one",
+        sensitivity=clip_norm,
+        sampling={"kind": "poisson", "rate": q, "expected_batch": batch_size},
+        steps=steps,
+        noise_multiplier=z,
+        noise_std_sum=z * clip_norm,
+        noise_std_mean_gradient=z * clip_norm / batch_size,
+        calibration=calibration,
+        **ledger_details,
+    ))
+
+
 def fit_dpsgd(
     problem: Problem,
     privacy: PrivacyTarget,
@@ -57,33 +111,9 @@ def fit_dpsgd(
     radius: float | None = None,
     trace_every: int = 0,
 ) -> Fit:
-    n = problem.n
-    batch_size = min(float(batch_size), float(n))
-    q = batch_size / n
-    steps = steps_for(epochs, batch_size, n)
-    z = dpsgd_noise_multiplier(privacy, sampling_rate=q, steps=steps, calibration=calibration,
-                               clip_norm=clip_norm, batch_size=batch_size, n=n, paper_c=paper_c)
-    theta, trace = run_sgd(problem, rng, steps=steps, batch_size=batch_size, lr=lr, lr_schedule=lr_schedule,
-                           clip_norm=clip_norm, noise_std=z * clip_norm, radius=radius, trace_every=trace_every,
-                           on_trace=training_loss_trace(problem))
-    spent = dpsgd_epsilon_report(z, q, steps, privacy.delta)
-    within = min(spent.values()) <= privacy.epsilon * (1 + 1e-9)
-    return Fit(theta=theta, trace=trace, privacy=ledger(
-        private=True,
-        mechanism="Poisson-subsampled Gaussian composed over T steps (DP-SGD)",
-        claim="valid" if within else "paper-only",
-        target_epsilon=privacy.epsilon,
-        delta=privacy.delta,
-        epsilon_spent=spent,
-        adjacency="add/remove-one",
-        sensitivity=clip_norm,
-        sampling={"kind": "poisson", "rate": q, "expected_batch": batch_size},
-        steps=steps,
-        noise_multiplier=z,
-        noise_std_sum=z * clip_norm,
-        noise_std_mean_gradient=z * clip_norm / batch_size,
-        calibration=calibration,
-    ))
+    return fit_noisy_sgd(problem, privacy, rng, epochs=epochs, batch_size=batch_size, lr=lr,
+                         lr_schedule=lr_schedule, clip_norm=clip_norm, calibration=calibration, paper_c=paper_c,
+                         radius=radius, trace_every=trace_every)
 
 
 register(AlgorithmInfo(

@@ -63,11 +63,14 @@ def run_sgd(
     theta0: np.ndarray | None = None,
     trace_every: int = 0,
     on_trace: Callable[[int, np.ndarray], dict] | None = None,
+    transform: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> tuple[np.ndarray, list[dict]]:
     """Run `steps` SGD steps with Poisson sampling at rate batch_size / n.
 
     noise_std is the std of the Gaussian added to the *sum* of clipped gradients (z * C for
-    DP-SGD). Returns the final iterate and the trace (one dict per `trace_every` steps).
+    DP-SGD). `transform` maps the noisy gradient to the update direction (post-processing,
+    e.g. DP-LSSGD's Laplacian smoothing). Returns the final iterate and the trace (one dict
+    per `trace_every` steps).
     """
     model, X, y, n = problem.model, problem.X, problem.y, problem.n
     q = min(1.0, batch_size / n)
@@ -94,6 +97,8 @@ def run_sgd(
         if noise_std > 0.0:
             gsum = gsum + rng.normal(0.0, noise_std, size=m)
         g = gsum / expected_batch + model.reg_grad(theta)
+        if transform is not None:
+            g = transform(g)
         theta = project_to_ball(theta - learning_rate(lr, lr_schedule, t, steps_per_epoch) * g, radius)
         if trace_every and ((t + 1) % trace_every == 0 or t + 1 == steps) and on_trace is not None:
             trace.append({"step": t + 1, **on_trace(t + 1, theta)})
