@@ -40,6 +40,7 @@ def runs_table(records: list[dict]) -> pd.DataFrame:
         row["eps_rdp"] = spent.get("rdp", np.nan)
         row["eps_pld"] = spent.get("pld", np.nan)
         row["noise_multiplier"] = privacy.get("noise_multiplier", np.nan)
+        row["noise_free_fraction"] = privacy.get("noise_free_fraction", np.nan)  # PIDP-SGD: steps without noise
         row["privacy"] = json.dumps(privacy, sort_keys=True, default=str)
         rows.append(row)
     df = pd.DataFrame(rows)
@@ -98,7 +99,8 @@ def curves_table(selected: pd.DataFrame, metrics: tuple[str, ...]) -> pd.DataFra
                     model=group["model"].iloc[0], params=group["params"].iloc[0],
                     selected_by=group["selected_by"].iloc[0], candidates=int(group["candidates"].iloc[0]),
                     dp_claim="/".join(sorted(set(group["dp_claim"].dropna()))),
-                    eps_rdp=group["eps_rdp"].max(), eps_pld=group["eps_pld"].max())
+                    eps_rdp=group["eps_rdp"].max(), eps_pld=group["eps_pld"].max(),
+                    noise_free_fraction=group["noise_free_fraction"].mean())
         for metric in metrics:
             if metric not in group or group[metric].isna().all():
                 continue

@@ -17,6 +17,7 @@ from dpbench.privacy.accounting import (
     memo_entries,
     memo_preload,
     paper_dpsgd_sigma,
+    pidp_contribution_sigma,
     zcdp_to_dp,
 )
 from dpbench.privacy.mechanisms import gaussian_noise, laplace_norm_noise
@@ -37,5 +38,6 @@ __all__ = [
     "memo_entries",
     "memo_preload",
     "paper_dpsgd_sigma",
+    "pidp_contribution_sigma",
     "zcdp_to_dp",
 ]
