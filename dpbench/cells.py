@@ -164,7 +164,7 @@ def optimum(cell: Cell, problem, context: CellContext) -> float:
     return float(lstar)
 
 
-_PRIVACY_MEMO_LOADED: set[str] = set()
+_PRIVACY_MEMO_SEEN: dict[str, int] = {}  # memo file -> mtime_ns last loaded by this process
 
 
 def _privacy_memo_path(context: CellContext) -> Path | None:
@@ -172,15 +172,21 @@ def _privacy_memo_path(context: CellContext) -> Path | None:
 
 
 def load_privacy_memo(context: CellContext) -> None:
-    """Preload slow accounting results (PLD epsilons, calibrations) saved by earlier cells/runs."""
+    """Preload slow accounting results (PLD epsilons, calibrations) saved by earlier cells or runs.
+
+    Reloaded whenever the file changed, so parallel workers share what the others computed.
+    """
     from dpbench import privacy
 
     path = _privacy_memo_path(context)
-    if path is None or str(path) in _PRIVACY_MEMO_LOADED:
+    if path is None:
         return
-    _PRIVACY_MEMO_LOADED.add(str(path))
     try:
+        mtime = path.stat().st_mtime_ns
+        if _PRIVACY_MEMO_SEEN.get(str(path)) == mtime:
+            return
         privacy.memo_preload(json.loads(path.read_text()))
+        _PRIVACY_MEMO_SEEN[str(path)] = mtime
     except (FileNotFoundError, ValueError):
         pass  # absent or unreadable: everything is recomputed
 
