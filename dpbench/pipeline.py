@@ -10,7 +10,6 @@ import functools
 import json
 import platform
 import subprocess
-import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata

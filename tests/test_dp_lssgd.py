@@ -13,14 +13,7 @@ from dpbench.algorithms.dpsgd import fit_dpsgd
 from dpbench.algorithms.sgd import run_sgd, steps_for, training_loss_trace
 from dpbench.privacy import calibrate_dpsgd_noise, dpsgd_epsilon_report
 
-
-def logistic_problem(n=2000, d=6, seed=0, l2=1e-3):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d))
-    X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
-    w = rng.normal(size=d) * 3
-    y = np.where(X @ w + 0.3 * rng.normal(size=n) >= 0, 1.0, -1.0)
-    return Problem(model=models.make("logreg", d, l2=l2), X=X, y=y)
+from problems import logistic_problem
 
 
 def dense_operator(m: int, sigma: float) -> np.ndarray:

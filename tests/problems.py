@@ -1,0 +1,18 @@
+"""Small synthetic problems shared by the algorithm tests."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dpbench import models
+from dpbench.algorithms import Problem
+
+
+def logistic_problem(n: int = 2000, d: int = 6, seed: int = 0, l2: float = 1e-3) -> Problem:
+    """Rows with ||x|| <= 1 and noisy linear labels in {-1, +1}; logreg with the given l2."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
+    w = rng.normal(size=d) * 3
+    y = np.where(X @ w + 0.3 * rng.normal(size=n) >= 0, 1.0, -1.0)
+    return Problem(model=models.make("logreg", d, l2=l2), X=X, y=y)
