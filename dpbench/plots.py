@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -15,6 +16,10 @@ from dpbench.metrics import METRICS  # noqa: E402
 from dpbench.store import atomic_write_bytes_via  # noqa: E402
 
 LOG_METRICS = {"optimality_gap", "estimation_error", "test_loss"}
+# line style of a private algorithm's curve by the claim its cells carry (runs' ledger `claim`)
+CLAIM_STYLES = {"valid": "-", "paper-only": "-.", "none": ":"}
+CLAIM_NOTE = ("solid: valid DP guarantee · dash-dot: epsilon claimed by the paper only (proof unsound) · "
+              "dotted: no valid DP claim for this model · dashed: non-private")
 GAP_FLOOR = 1e-6  # optimality gaps are drawn on a log axis with this floor (ALGORITHMS.md §0.2 rule 4)
 
 
@@ -37,7 +42,8 @@ def metric_over_epsilon(curves: pd.DataFrame, metric: str, stem: str | Path, tit
     models = list(dict.fromkeys(part["model_label"]))
     labels = algorithm_order or list(dict.fromkeys(part["label"]))
     colours = _colours(labels)
-    fig, axes = plt.subplots(len(models), len(datasets), figsize=(4.2 * len(datasets), 3.3 * len(models)),
+    width = max(4.2 * len(datasets), 7.5)
+    fig, axes = plt.subplots(len(models), len(datasets), figsize=(width, 3.3 * len(models)),
                              squeeze=False, sharex=True)
     eps_all = part["epsilon"].dropna()
     xlim = (eps_all.min() / 1.3, eps_all.max() * 1.3) if not eps_all.empty else (0.01, 10)
@@ -60,7 +66,11 @@ def metric_over_epsilon(curves: pd.DataFrame, metric: str, stem: str | Path, tit
                     ax.axhspan(lo[0], hi[0], color=colour, alpha=0.12, linewidth=0)
                 else:
                     eps = line["epsilon"].to_numpy(dtype=float)
-                    ax.plot(eps, mean, marker="o", markersize=3.5, color=colour, linewidth=1.5, label=label)
+                    claims = set("/".join(line.get("dp_claim", pd.Series(["valid"])).fillna("")).split("/")) - {""}
+                    style = CLAIM_STYLES["none"] if "none" in claims else \
+                        CLAIM_STYLES["paper-only"] if "paper-only" in claims else CLAIM_STYLES["valid"]
+                    ax.plot(eps, mean, marker="o", markersize=3.5, color=colour, linewidth=1.5, label=label,
+                            linestyle=style)
                     ax.fill_between(eps, lo, hi, color=colour, alpha=0.18, linewidth=0)
             ax.set_xscale("log")
             ax.set_xlim(*xlim)
@@ -79,11 +89,19 @@ def metric_over_epsilon(curves: pd.DataFrame, metric: str, stem: str | Path, tit
             if n not in names:
                 handles.append(h)
                 names.append(n)
-    fig.legend(handles, names, loc="lower center", ncol=min(len(names), 6), frameon=False,
-               bbox_to_anchor=(0.5, 0.0))
+    # legend and footer below the panels, with the room they need at this width
+    ncol = max(1, min(len(names), int(width // 2.4)))
+    legend_rows = -(-len(names) // ncol)
+    footer = textwrap.fill(CLAIM_NOTE, width=int(width * 15))
+    bottom_in = 0.25 * footer.count("\n") + 0.3 + 0.28 * legend_rows + 0.15
+    height = fig.get_figheight() + bottom_in
+    fig.set_figheight(height)
+    fig.text(0.5, 0.01, footer, ha="center", va="bottom", fontsize=7, color="0.35")
+    fig.legend(handles, names, loc="lower center", ncol=ncol, frameon=False,
+               bbox_to_anchor=(0.5, (0.25 * footer.count("\n") + 0.3) / height))
     if title:
         fig.suptitle(title, fontsize=11)
-    fig.tight_layout(rect=(0, 0.08 if len(models) == 1 else 0.05, 1, 0.95 if title else 1))
+    fig.tight_layout(rect=(0, bottom_in / height, 1, 1 - 0.35 / height if title else 1))
     stem = Path(stem)
     paths = []
     for suffix in (".png", ".pdf"):
