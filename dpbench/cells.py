@@ -146,12 +146,25 @@ def _json_float(x: Any) -> Any:
     return x
 
 
+def optimum_path(cell: Cell, context: CellContext) -> Path | None:
+    return Path(context.cache_dir) / f"optimum-{cell.problem_key}.json" if context.cache_dir else None
+
+
+def prepare_optimum(cell: Cell, context: CellContext) -> float:
+    """L* of the cell's problem, loading the data and model itself (a task of the L* phase)."""
+    from dpbench import algorithms, data, models
+
+    dataset = data.load(cell.dataset, seed=cell.data_seed, data_dir=context.data_dir, **dict(cell.dataset_options))
+    model = models.make(cell.model, dataset.n_features, **dict(cell.model_options))
+    return optimum(cell, algorithms.Problem(model=model, X=dataset.X_train, y=dataset.y_train), context)
+
+
 def optimum(cell: Cell, problem, context: CellContext) -> float:
     """L* = min L_ref on the training split, cached on disk per problem (atomic write)."""
     from dpbench.algorithms.nonprivate import minimize_empirical_risk
     from dpbench.store import atomic_write_text
 
-    path = Path(context.cache_dir) / f"optimum-{cell.problem_key}.json" if context.cache_dir else None
+    path = optimum_path(cell, context)
     if path is not None and path.exists():
         try:
             return float(json.loads(path.read_text())["lstar"])

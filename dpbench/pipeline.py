@@ -19,7 +19,7 @@ import pandas as pd
 
 from dpbench import curves as curves_mod
 from dpbench import plots, runner
-from dpbench.cells import CellContext, run_cell
+from dpbench.cells import CellContext, optimum_path, prepare_optimum, run_cell
 from dpbench.errors import DataError
 from dpbench.spec import DEFAULT_PROFILE, Experiment
 from dpbench.store import ResultStore, RoutedStore, atomic_write_bytes_via, atomic_write_text
@@ -77,9 +77,16 @@ def run_experiments(exps: list[Experiment], *, results: str | Path = "results", 
             cells.setdefault(cell.key, cell)
     context = CellContext(data_dir=data_dir, cache_dir=str(cache_dir(results)))
     ordered = sorted(cells.values(), key=lambda c: (c.dataset, c.rep, c.model, c.algorithm))
+    store = RoutedStore(routes)
+    todo = ordered if force else [c for c in ordered if not store.is_finished(c.key)]
+    # L* phase: each (data split, model) once, in parallel over problems, before the cells that
+    # need it (otherwise parallel workers compute the same non-convex L* estimate side by side)
+    problems = {c.problem_key: c for c in todo if not optimum_path(c, context).exists()}
+    runner.parallel_map(list(problems.values()), functools.partial(prepare_optimum, context=context), jobs=jobs,
+                        backend=backend, scheduler=scheduler, progress=progress, description="L* per problem")
     work = functools.partial(run_cell, context=context)
     names = ", ".join(f"{e.name}[{e.profile}]" for e in exps)
-    return runner.run(ordered, work, RoutedStore(routes), jobs=jobs, backend=backend, scheduler=scheduler,
+    return runner.run(ordered, work, store, jobs=jobs, backend=backend, scheduler=scheduler,
                       force=force, progress=progress, description=names if len(names) < 40 else "cells")
 
 

@@ -79,6 +79,21 @@ def _backend(backend: str, jobs: int, scheduler: str | None) -> Iterator[dict]:
             yield {"n_jobs": jobs}
 
 
+def parallel_map(items: Sequence[Any], fn: Callable[[Any], Any], *, jobs: int = 1, backend: str = "loky",
+                 scheduler: str | None = None, progress: bool = True, description: str = "tasks") -> list[Any]:
+    """fn over items on the same backends as `run`, results in input order (for preparatory work)."""
+    if not items:
+        return []
+    with _backend(backend, jobs, scheduler) as options:
+        results = Parallel(return_as="generator", **options)(delayed(fn)(item) for item in items)
+        with tqdm(total=len(items), desc=description, unit="task", disable=not progress) as bar:
+            out = []
+            for result in results:
+                out.append(result)
+                bar.update(1)
+    return out
+
+
 def run(
     cells: Sequence[Any],
     work: Callable[[Any], dict],
