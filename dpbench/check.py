@@ -29,13 +29,16 @@ DEFAULT_RTOL = 1e-6
 DEFAULT_ATOL = 1e-9
 
 
-def seed_points(selected: pd.DataFrame, metrics: tuple[str, ...]) -> pd.DataFrame:
-    """Long table: one row per (algorithm, dataset, model, epsilon, metric, rep) of the selected runs."""
-    if selected.empty:
+def seed_points(selected: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Long table: one row per (algorithm, dataset, model, epsilon, metric, rep) of the selected runs.
+
+    `selected` maps each metric to the runs selected for it (curves.selected_by_metric).
+    """
+    parts = [runs[[*GROUP, "rep"]].assign(metric=metric, value=runs[metric])
+             for metric, runs in selected.items() if not runs.empty and metric in runs]
+    if not parts:
         return pd.DataFrame(columns=[*POINT, "rep", "value"])
-    present = [m for m in metrics if m in selected]
-    long = selected.melt(id_vars=[*GROUP, "rep"], value_vars=present, var_name="metric", value_name="value")
-    long = long.dropna(subset=["value"])
+    long = pd.concat(parts, ignore_index=True).dropna(subset=["value"])
     return long[[*POINT, "rep", "value"]].sort_values([*POINT, "rep"], na_position="first").reset_index(drop=True)
 
 

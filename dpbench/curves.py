@@ -2,7 +2,9 @@
 
 Selection: where an algorithm lists several hyperparameter values, the combination with the
 best mean validation score across seeds is chosen separately for every (algorithm, dataset,
-model, epsilon) — the papers' "chosen by cross-validation". This tuning touches the private
+model, epsilon) and reported metric — the papers' "chosen by cross-validation": accuracy curves
+by validation accuracy, gap and loss curves by validation loss (metrics.DEFAULT_SELECTION), or
+what the spec's `selection` says. This tuning touches the private
 training data and is not accounted for (ALGORITHMS.md §1 caveat ii, §14.6): the curves table
 says which combination was chosen and from how many, so a reader can see it.
 
@@ -18,7 +20,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from dpbench.metrics import METRICS, SELECTION_METRICS
+from dpbench.metrics import DEFAULT_SELECTION, METRICS, SELECTION_METRICS
 
 GROUP = ["label", "dataset_label", "model_label", "epsilon"]
 
@@ -53,13 +55,34 @@ def runs_table(records: list[dict]) -> pd.DataFrame:
                           na_position="first").reset_index(drop=True)
 
 
-def _selection_metric(group: pd.DataFrame, selection: str | None) -> str:
-    if selection is not None:
+def selection_for(metric: str, selection: str | dict | None) -> str:
+    """The validation score that selects hyperparameters for `metric` (spec value or default)."""
+    if isinstance(selection, str):
         return selection
-    return "val_accuracy" if "val_accuracy" in group and group["val_accuracy"].notna().any() else "val_loss"
+    return (selection or {}).get(metric, DEFAULT_SELECTION.get(metric, "val_loss"))
 
 
-def select(runs: pd.DataFrame, selection: str | None = None) -> pd.DataFrame:
+def _selection_metric(group: pd.DataFrame, selection: str) -> str:
+    """val_accuracy where the runs have it (classification), else val_loss."""
+    if selection == "val_accuracy" and not ("val_accuracy" in group and group["val_accuracy"].notna().any()):
+        return "val_loss"
+    return selection
+
+
+def selected_by_metric(runs: pd.DataFrame, metrics: tuple[str, ...],
+                       selection: str | dict | None = None) -> dict[str, pd.DataFrame]:
+    """For each reported metric, the runs of the hyperparameters its validation score selects."""
+    cache: dict[str, pd.DataFrame] = {}
+    out = {}
+    for metric in metrics:
+        by = selection_for(metric, selection)
+        if by not in cache:
+            cache[by] = select(runs, by)
+        out[metric] = cache[by]
+    return out
+
+
+def select(runs: pd.DataFrame, selection: str = "val_accuracy") -> pd.DataFrame:
     """Keep, per (algorithm, dataset, model, epsilon), the rows of the best hyperparameters.
 
     Best = best mean validation score across seeds; ties (common for accuracy on small
@@ -88,26 +111,31 @@ def select(runs: pd.DataFrame, selection: str | None = None) -> pd.DataFrame:
     return pd.concat(kept, ignore_index=True)
 
 
-def curves_table(selected: pd.DataFrame, metrics: tuple[str, ...]) -> pd.DataFrame:
-    """Long table: mean, std, sem, count per (algorithm, dataset, model, epsilon, metric)."""
+def curves_table(selected: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Long table: mean, std, sem, count per (algorithm, dataset, model, epsilon, metric).
+
+    `selected` maps each metric to the runs selected for it (`selected_by_metric`).
+    """
     rows = []
-    if selected.empty:
-        return pd.DataFrame(columns=[*GROUP, "algorithm", "metric", "mean", "std", "sem", "count"])
-    for keys, group in selected.groupby(GROUP, dropna=False, sort=False):
-        base = dict(zip(GROUP, keys))
-        base.update(algorithm=group["algorithm"].iloc[0], dataset=group["dataset"].iloc[0],
-                    model=group["model"].iloc[0], params=group["params"].iloc[0],
-                    selected_by=group["selected_by"].iloc[0], candidates=int(group["candidates"].iloc[0]),
-                    dp_claim="/".join(sorted(set(group["dp_claim"].dropna()))),
-                    eps_rdp=group["eps_rdp"].max(), eps_pld=group["eps_pld"].max(),
-                    noise_free_fraction=group["noise_free_fraction"].mean())
-        for metric in metrics:
-            if metric not in group or group[metric].isna().all():
-                continue
+    for metric, runs in selected.items():
+        if runs.empty or metric not in runs:
+            continue
+        for keys, group in runs.groupby(GROUP, dropna=False, sort=False):
             values = group[metric].dropna().to_numpy(dtype=float)
+            if not values.size:
+                continue
             std = float(values.std(ddof=1)) if values.size > 1 else 0.0
-            rows.append({**base, "metric": metric, "mean": float(values.mean()), "std": std,
+            rows.append({**dict(zip(GROUP, keys)), "algorithm": group["algorithm"].iloc[0],
+                         "dataset": group["dataset"].iloc[0], "model": group["model"].iloc[0],
+                         "params": group["params"].iloc[0], "selected_by": group["selected_by"].iloc[0],
+                         "candidates": int(group["candidates"].iloc[0]),
+                         "dp_claim": "/".join(sorted(set(group["dp_claim"].dropna()))),
+                         "eps_rdp": group["eps_rdp"].max(), "eps_pld": group["eps_pld"].max(),
+                         "noise_free_fraction": group["noise_free_fraction"].mean(),
+                         "metric": metric, "mean": float(values.mean()), "std": std,
                          "sem": std / np.sqrt(values.size), "count": int(values.size)})
+    if not rows:
+        return pd.DataFrame(columns=[*GROUP, "algorithm", "metric", "mean", "std", "sem", "count"])
     out = pd.DataFrame(rows)
     return out.sort_values(["metric", "dataset_label", "model_label", "label", "epsilon"],
                            na_position="first").reset_index(drop=True)
@@ -128,4 +156,4 @@ def summary_table(curves: pd.DataFrame, metric: str) -> pd.DataFrame:
     return wide[order].fillna("")
 
 
-__all__ = ["runs_table", "select", "curves_table", "summary_table", "METRICS"]
+__all__ = ["runs_table", "select", "selected_by_metric", "curves_table", "summary_table", "METRICS"]

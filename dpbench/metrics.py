@@ -25,6 +25,10 @@ METRICS: dict[str, tuple[str, str]] = {
     "estimation_error": ("||theta - w*||_2 (synthetic data only)", "min"),
 }
 SELECTION_METRICS: dict[str, str] = {"val_accuracy": "max", "val_loss": "min"}
+# the validation score that selects hyperparameters for each reported metric, unless a spec says
+# otherwise: accuracy by validation accuracy, losses, gaps and errors by validation loss
+DEFAULT_SELECTION: dict[str, str] = {"accuracy": "val_accuracy", "optimality_gap": "val_loss",
+                                     "test_loss": "val_loss", "estimation_error": "val_loss"}
 
 
 def accuracy(model: Model, theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:

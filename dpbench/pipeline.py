@@ -97,7 +97,7 @@ def run_experiment(exp: Experiment, **options) -> runner.RunSummary:
 def collect(exp: Experiment, results: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """Runs table, curves table and the data files' hashes from this experiment's stored cells."""
     runs, selected, data_files = _runs_and_selection(exp, results)
-    return runs, curves_mod.curves_table(selected, exp.metrics), data_files
+    return runs, curves_mod.curves_table(selected), data_files
 
 
 def seed_points(exp: Experiment, results: str | Path) -> pd.DataFrame:
@@ -105,17 +105,17 @@ def seed_points(exp: Experiment, results: str | Path) -> pd.DataFrame:
     from dpbench.check import seed_points as points
 
     _, selected, _ = _runs_and_selection(exp, results)
-    return points(selected, exp.metrics)
+    return points(selected)
 
 
-def _runs_and_selection(exp: Experiment, results: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+def _runs_and_selection(exp: Experiment, results: str | Path) -> tuple[pd.DataFrame, dict, dict]:
     store = ResultStore(experiment_root(exp, results))
     records = store.records(c.key for c in exp.cells())
     data_files: dict = {}
     for record in records:
         data_files.update(record.get("data_files") or {})
     runs = curves_mod.runs_table(records)
-    return runs, curves_mod.select(runs, exp.selection), data_files
+    return runs, curves_mod.selected_by_metric(runs, exp.metrics, exp.selection), data_files
 
 
 def reference_path(exp: Experiment, results: str | Path = "results") -> Path:

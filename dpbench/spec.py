@@ -18,7 +18,8 @@ Schema (every key but datasets/models/algorithms/epsilons is optional):
     epsilons: [0.1, 1]               # targets for private algorithms (> 0)
     delta: 1/n                       # a number in (0,1) or an expression of n (training size)
     metrics: [accuracy, optimality_gap]
-    selection: val_accuracy          # val_accuracy (max) or val_loss (min); default by task
+    selection: val_loss              # default: accuracy by val_accuracy, gaps and losses by val_loss;
+                                     # or one score for all, or a mapping {metric: val_accuracy|val_loss}
     figures:                         # default: one metric-over-epsilon figure per metric
       - {name: accuracy, kind: metric_over_epsilon, metric: accuracy, title: ...}
     optimum: {restarts: 2, maxiter: 500}   # L-BFGS budget of the L* estimate for non-convex models
@@ -96,7 +97,7 @@ class Experiment:
     epsilons: tuple[float, ...]
     delta: str | float
     metrics: tuple[str, ...]
-    selection: str | None
+    selection: str | dict | None
     figures: tuple[FigureSpec, ...]
     optimum: tuple[tuple[str, int], ...]
     source: str
@@ -206,9 +207,7 @@ def from_dict(raw: Any, *, name: str = "experiment", profile: str = DEFAULT_PROF
     epsilons = _epsilons(spec.get("epsilons"), required=any_private)
     delta = _delta(spec.get("delta", "1/n"))
     metrics = _metrics(spec.get("metrics", ["accuracy", "optimality_gap"]))
-    selection = spec.get("selection")
-    if selection is not None and selection not in SELECTION_METRICS:
-        raise SpecError(f"selection: must be one of {', '.join(SELECTION_METRICS)}, got {selection!r}")
+    selection = _selection(spec.get("selection"), metrics)
     figures = _figures(spec.get("figures"), metrics)
     seed = _int(spec.get("seed", 0), "seed", minimum=0)
     seeds = _seeds(spec.get("seeds", 1))
@@ -415,6 +414,25 @@ def _delta(value: Any) -> str | float:
         if not 0 < d < 1:
             raise SpecError(f"delta: must lie in (0, 1), got {d:g} at n={n}")
     return float(value) if isinstance(value, (int, float)) else value
+
+
+def _selection(value: Any, metrics: tuple[str, ...]) -> str | dict | None:
+    """None (each metric by its natural validation score), one score for all, or metric -> score."""
+    if value is None:
+        return None
+    choices = ", ".join(SELECTION_METRICS)
+    if isinstance(value, str):
+        if value not in SELECTION_METRICS:
+            raise SpecError(f"selection: must be one of {choices} or a mapping metric -> one of them, got {value!r}")
+        return value
+    if not isinstance(value, dict):
+        raise SpecError(f"selection: must be one of {choices} or a mapping metric -> one of them")
+    for metric, by in value.items():
+        if metric not in metrics:
+            raise SpecError(f"selection.{metric}: not among this experiment's metrics ({', '.join(metrics)})")
+        if by not in SELECTION_METRICS:
+            raise SpecError(f"selection.{metric}: must be one of {choices}, got {by!r}")
+    return dict(value)
 
 
 def _optimum(value: Any) -> tuple[tuple[str, int], ...]:

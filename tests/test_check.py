@@ -115,3 +115,24 @@ def test_every_experiment_ships_a_ci_reference(spec_path):
     ref = pipeline.reference_path(exp, REPO / "results")
     assert ref.is_file(), f"{ref} missing: run `dpbench check {spec_path} --profile ci --update` and commit it"
     assert len(pd.read_csv(ref)) > 0
+
+
+def test_each_metric_uses_its_own_selection():
+    from dpbench.curves import curves_table, selected_by_metric
+
+    rows = []
+    for params, val_acc, val_loss, acc, gap in (("a", 0.9, 0.5, 0.88, 0.30), ("b", 0.8, 0.2, 0.79, 0.05)):
+        for rep in (0, 1):
+            rows.append({"label": "x", "dataset_label": "d", "model_label": "m", "epsilon": 1.0, "rep": rep,
+                         "params": params, "algorithm": "x", "dataset": "d", "model": "m", "val_accuracy": val_acc,
+                         "val_loss": val_loss, "accuracy": acc, "optimality_gap": gap, "dp_claim": "valid",
+                         "eps_rdp": 1.0, "eps_pld": 0.9, "noise_free_fraction": np.nan})
+    runs = pd.DataFrame(rows)
+    curves = curves_table(selected_by_metric(runs, ("accuracy", "optimality_gap")))
+    by_metric = curves.set_index("metric")
+    assert by_metric.loc["accuracy", "params"] == "a" and by_metric.loc["accuracy", "selected_by"] == "val_accuracy"
+    assert by_metric.loc["optimality_gap", "params"] == "b" and by_metric.loc["optimality_gap", "mean"] == 0.05
+    forced = curves_table(selected_by_metric(runs, ("accuracy", "optimality_gap"), "val_loss")).set_index("metric")
+    assert set(forced["params"]) == {"b"}
+    points = check.seed_points(selected_by_metric(runs, ("accuracy", "optimality_gap")))
+    assert sorted(points["value"]) == [0.05, 0.05, 0.88, 0.88]

@@ -151,3 +151,18 @@ def test_shared_label_needs_disjoint_panels_and_optimum_budget(tmp_path):
     path.write_text("datasets: [iris]\nmodels: [logreg]\nepsilons: [1]\nalgorithms: [dpsgd]\noptimum: {maxiter: 0}\n")
     with pytest.raises(SpecError, match="optimum.maxiter: must be >= 1"):
         spec.load(path)
+
+
+def test_selection_per_metric(tmp_path):
+    path = tmp_path / "s.yaml"
+    base = "datasets: [iris]\nmodels: [logreg]\nepsilons: [1]\nalgorithms: [dpsgd]\nmetrics: [accuracy, optimality_gap]\n"
+    path.write_text(base)
+    assert spec.load(path).selection is None  # each metric by its own validation score
+    path.write_text(base + "selection: {optimality_gap: val_accuracy}\n")
+    assert spec.load(path).selection == {"optimality_gap": "val_accuracy"}
+    path.write_text(base + "selection: {test_loss: val_loss}\n")
+    with pytest.raises(SpecError, match="selection.test_loss: not among this experiment's metrics"):
+        spec.load(path)
+    path.write_text(base + "selection: val_f1\n")
+    with pytest.raises(SpecError, match="selection: must be one of val_accuracy, val_loss"):
+        spec.load(path)
