@@ -97,6 +97,7 @@ class Cell:
     label: str = field(default="", compare=False)
     dataset_label: str = field(default="", compare=False)
     model_label: str = field(default="", compare=False)
+    dataset_panel: str = field(default="", compare=False)  # the panel of a swept dataset (spec `sweep:`)
 
     def identity(self) -> dict:
         return {"schema": CELL_SCHEMA, "algorithm": self.algorithm, "params": dict(self.params),
@@ -177,6 +178,38 @@ def optimum(cell: Cell, problem, context: CellContext) -> float:
     return float(lstar)
 
 
+def population_optimum(cell: Cell, dataset, model, context: CellContext) -> float | None:
+    """min of L_ref over the population, for data whose test split IS the population, else None.
+
+    `synthetic_population` draws training rows from a fixed finite pool and returns the whole pool
+    as its test split (provenance `test_is_population`), so the excess population risk
+    L_P(theta) - min L_P of the DP-SCO lecture notes (paper 002, eq. 17.1) is exact: L_P is the
+    mean loss over the pool. The pool does not depend on the repetition or on n, so the optimum
+    is cached per (dataset, options other than n and the split fractions, model).
+    """
+    from dpbench import algorithms
+    from dpbench.algorithms.nonprivate import minimize_empirical_risk
+    from dpbench.store import atomic_write_text
+
+    if not dataset.provenance.get("test_is_population"):
+        return None
+    pool_options = {k: v for k, v in dict(cell.dataset_options).items() if k not in ("n", "val_fraction", "test_fraction")}
+    key = digest({"population": cell.dataset, "options": pool_options, "model": cell.model,
+                  "model_options": dict(cell.model_options), "optimum": dict(cell.optimum)})
+    path = Path(context.cache_dir) / f"population-{key}.json" if context.cache_dir else None
+    if path is not None and path.exists():
+        try:
+            return float(json.loads(path.read_text())["lstar"])
+        except (ValueError, KeyError):
+            pass
+    problem = algorithms.Problem(model=model, X=dataset.X_test, y=dataset.y_test)
+    rng = np.random.default_rng(np.random.SeedSequence(seed_from("optimum", key)))
+    _, lstar = minimize_empirical_risk(problem, rng, **dict(cell.optimum))
+    if path is not None:
+        atomic_write_text(path, json.dumps({"lstar": lstar, "population": key}))
+    return float(lstar)
+
+
 _PRIVACY_MEMO_SEEN: dict[str, int] = {}  # memo file -> mtime_ns last loaded by this process
 
 
@@ -233,6 +266,7 @@ def run_cell(cell: Cell, context: CellContext = CellContext()) -> dict:
     delta = evaluate_delta(cell.delta, dataset.n_train) if info.private else None
     target = algorithms.PrivacyTarget(epsilon=cell.epsilon if info.private else None, delta=delta)
     lstar = optimum(cell, problem, context)
+    population_lstar = population_optimum(cell, dataset, model, context)
     started = time.perf_counter()
     fit = info.fit(problem, target, cell.algorithm_rng(), **dict(cell.params))
     fit_seconds = time.perf_counter() - started
@@ -245,11 +279,13 @@ def run_cell(cell: Cell, context: CellContext = CellContext()) -> dict:
         "key": cell.key,
         "algorithm": cell.algorithm, "label": cell.label or cell.algorithm, "params": dict(cell.params),
         "dataset": cell.dataset, "dataset_label": cell.dataset_label or cell.dataset,
+        "dataset_panel": cell.dataset_panel or cell.dataset_label or cell.dataset,
         "dataset_options": dict(cell.dataset_options),
         "model": cell.model, "model_label": cell.model_label or cell.model, "model_options": dict(cell.model_options),
         "epsilon": cell.epsilon, "delta_spec": cell.delta, "delta": delta, "rep": cell.rep, "seed": cell.seed,
         "problem": cell.problem_key, "n_train": dataset.n_train, "n_val": int(dataset.X_val.shape[0]),
         "n_test": int(dataset.X_test.shape[0]), "n_params": model.n_params, "lstar": lstar,
+        "population_lstar": population_lstar,
         "metrics": {k: _json_float(v) for k, v in metrics.evaluate(model, fit.theta, dataset).items()},
         "privacy": privacy, "trace": fit.trace, "fit_seconds": fit_seconds,
         "data_files": {f"{Path(f['path']).parent.name}/{Path(f['path']).name}": f["sha256"]

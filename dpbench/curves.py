@@ -36,6 +36,8 @@ def runs_table(records: list[dict]) -> pd.DataFrame:
         row = {k: r[k] for k in ("key", "label", "algorithm", "dataset", "dataset_label", "model", "model_label",
                                  "epsilon", "delta", "rep", "problem", "n_train", "n_test", "n_params", "lstar",
                                  "fit_seconds")}
+        row["dataset_panel"] = r.get("dataset_panel") or r["dataset_label"]
+        row["population_lstar"] = r.get("population_lstar")
         row["params"] = json.dumps(r["params"], sort_keys=True)
         row.update(r["metrics"])
         row["dp_claim"] = privacy.get("claim")
@@ -51,6 +53,9 @@ def runs_table(records: list[dict]) -> pd.DataFrame:
     floor = df.groupby("problem")["train_loss"].transform("min")
     lstar = np.minimum(df["lstar"].to_numpy(), floor.to_numpy())
     df["optimality_gap"] = df["train_loss"] - lstar
+    population = pd.to_numeric(df["population_lstar"], errors="coerce")
+    if population.notna().any():  # exact (convex, solved on the whole pool): never lowered
+        df["excess_population_risk"] = df["test_loss"] - population
     return df.sort_values(["dataset_label", "model_label", "label", "epsilon", "params", "rep"],
                           na_position="first").reset_index(drop=True)
 
@@ -126,6 +131,8 @@ def curves_table(selected: dict[str, pd.DataFrame]) -> pd.DataFrame:
                 continue
             std = float(values.std(ddof=1)) if values.size > 1 else 0.0
             rows.append({**dict(zip(GROUP, keys)), "algorithm": group["algorithm"].iloc[0],
+                         "dataset_panel": group["dataset_panel"].iloc[0], "n_train": float(group["n_train"].mean()),
+                         "n_params": int(group["n_params"].iloc[0]), "delta": group["delta"].mean(),
                          "dataset": group["dataset"].iloc[0], "model": group["model"].iloc[0],
                          "params": group["params"].iloc[0], "selected_by": group["selected_by"].iloc[0],
                          "candidates": int(group["candidates"].iloc[0]),
@@ -135,7 +142,7 @@ def curves_table(selected: dict[str, pd.DataFrame]) -> pd.DataFrame:
                          "metric": metric, "mean": float(values.mean()), "std": std,
                          "sem": std / np.sqrt(values.size), "count": int(values.size)})
     if not rows:
-        return pd.DataFrame(columns=[*GROUP, "algorithm", "metric", "mean", "std", "sem", "count"])
+        return pd.DataFrame(columns=[*GROUP, "algorithm", "dataset_panel", "n_train", "metric", "mean", "std", "sem", "count"])
     out = pd.DataFrame(rows)
     return out.sort_values(["metric", "dataset_label", "model_label", "label", "epsilon"],
                            na_position="first").reset_index(drop=True)

@@ -10,6 +10,7 @@ import functools
 import json
 import platform
 import subprocess
+import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
@@ -44,17 +45,27 @@ def output_folder(exp: Experiment, results: str | Path) -> Path:
     return root if exp.profile == DEFAULT_PROFILE else root / "profiles" / exp.profile
 
 
-def preflight(exp: Experiment, data_dir: str | None) -> None:
-    """Load every dataset once so a missing or corrupt file fails before any cell runs."""
+def preflight(exp: Experiment, data_dir: str | None, notify=None) -> frozenset[str]:
+    """Load every dataset once so a missing or corrupt file fails before any cell runs.
+
+    An `optional: true` dataset whose file is absent is skipped instead: its label is returned
+    and `notify` (default: print to stderr) is told why, so no result is silently missing.
+    """
     from dpbench import data
 
+    notify = notify or (lambda message: print(message, file=sys.stderr))
+    skipped = set()
     for ds in exp.datasets:
         try:
             data.load(ds.name, seed=0, data_dir=data_dir, **dict(ds.options))
-        except DataError:
-            raise
+        except DataError as exc:
+            if not ds.optional:
+                raise
+            skipped.add(ds.label)
+            notify(f"{exp.name}: skipping optional dataset {ds.label}: {exc}")
         except ValueError as exc:
             raise DataError(f"datasets: {ds.label}: {exc}") from None
+    return frozenset(skipped)
 
 
 def cache_dir(results: str | Path) -> Path:
@@ -66,13 +77,12 @@ def run_experiments(exps: list[Experiment], *, results: str | Path = "results", 
                     jobs: int = 1, backend: str = "loky", scheduler: str | None = None, force: bool = False,
                     progress: bool = True) -> runner.RunSummary:
     """Run every cell of these experiments not stored yet (all with force), under one progress bar."""
-    for exp in exps:
-        preflight(exp, data_dir)
+    skipped = {exp.name: preflight(exp, data_dir) for exp in exps}
     routes: dict[str, list[ResultStore]] = {}
     cells = {}
     for exp in exps:
         store = ResultStore(experiment_root(exp, results))
-        for cell in exp.cells():
+        for cell in exp.cells(skipped[exp.name]):
             routes.setdefault(cell.key, []).append(store)
             cells.setdefault(cell.key, cell)
     context = CellContext(data_dir=data_dir, cache_dir=str(cache_dir(results)))
@@ -133,7 +143,10 @@ def render(exp: Experiment, *, results: str | Path = "results", summary: runner.
     order = [a.label for a in exp.algorithms]
     for fig in exp.figures:
         draw = plots.FIGURE_FUNCTIONS[fig.kind]
-        figures += draw(curves, fig.metric, folder / fig.name, title=fig.title, algorithm_order=order)
+        shown = curves if fig.datasets is None else \
+            curves[curves["dataset_label"].isin(fig.datasets) | curves["dataset_panel"].isin(fig.datasets)]
+        figures += draw(shown, fig.metric, folder / fig.name, title=fig.title, algorithm_order=order,
+                        reference=fig.reference)
     atomic_write_text(folder / "manifest.json", json.dumps(manifest(exp, runs, summary, data_files), indent=2, default=str))
     return Outputs(folder=folder, runs=runs, curves=curves, figures=figures)
 

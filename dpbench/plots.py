@@ -15,7 +15,7 @@ import pandas as pd  # noqa: E402
 from dpbench.metrics import METRICS  # noqa: E402
 from dpbench.store import atomic_write_bytes_via  # noqa: E402
 
-LOG_METRICS = {"optimality_gap", "estimation_error", "test_loss"}
+LOG_METRICS = {"optimality_gap", "estimation_error", "test_loss", "excess_population_risk"}
 # line style of a private algorithm's curve by the claim its cells carry (runs' ledger `claim`)
 CLAIM_STYLES = {"valid": "-", "paper-only": "-.", "none": ":"}
 CLAIM_NOTE = ("solid: valid DP guarantee · dash-dot: epsilon claimed by the paper only (proof unsound) · "
@@ -29,7 +29,7 @@ def _colours(labels: list[str]) -> dict[str, tuple]:
 
 
 def metric_over_epsilon(curves: pd.DataFrame, metric: str, stem: str | Path, title: str = "",
-                        algorithm_order: list[str] | None = None) -> list[Path]:
+                        algorithm_order: list[str] | None = None, reference: str | None = None) -> list[Path]:
     """One panel per (dataset, model): metric mean over log-scaled epsilon with a ±1 std band.
 
     Private algorithms are lines over epsilon; non-private ones (epsilon empty) are dashed
@@ -66,11 +66,8 @@ def metric_over_epsilon(curves: pd.DataFrame, metric: str, stem: str | Path, tit
                     ax.axhspan(lo[0], hi[0], color=colour, alpha=0.12, linewidth=0)
                 else:
                     eps = line["epsilon"].to_numpy(dtype=float)
-                    claims = set("/".join(line.get("dp_claim", pd.Series(["valid"])).fillna("")).split("/")) - {""}
-                    style = CLAIM_STYLES["none"] if "none" in claims else \
-                        CLAIM_STYLES["paper-only"] if "paper-only" in claims else CLAIM_STYLES["valid"]
                     ax.plot(eps, mean, marker="o", markersize=3.5, color=colour, linewidth=1.5, label=label,
-                            linestyle=style)
+                            linestyle=_claim_style(line))
                     ax.fill_between(eps, lo, hi, color=colour, alpha=0.18, linewidth=0)
             ax.set_xscale("log")
             ax.set_xlim(*xlim)
@@ -83,6 +80,11 @@ def metric_over_epsilon(curves: pd.DataFrame, metric: str, stem: str | Path, tit
             if c == 0:
                 ax.set_ylabel(METRICS.get(metric, (metric,))[0] if metric != "optimality_gap"
                               else "optimality gap L(θ) − L*")
+    return _finish(fig, axes, width, title, stem)
+
+
+def _finish(fig, axes, width: float, title: str, stem: str | Path) -> list[Path]:
+    """Shared legend, claim-style footer and title below/above the panels; save png and pdf."""
     handles, names = [], []
     for ax in axes.flat:
         for h, n in zip(*ax.get_legend_handles_labels()):
@@ -90,7 +92,8 @@ def metric_over_epsilon(curves: pd.DataFrame, metric: str, stem: str | Path, tit
                 handles.append(h)
                 names.append(n)
     # legend and footer below the panels, with the room they need at this width
-    ncol = max(1, min(len(names), int(width // 2.4)))
+    label_in = 0.6 + 0.075 * max((len(n) for n in names), default=10)  # handle + text at fontsize 10
+    ncol = max(1, min(len(names), int(width // max(2.4, label_in))))
     legend_rows = -(-len(names) // ncol)
     footer = textwrap.fill(CLAIM_NOTE, width=int(width * 15))
     bottom_in = 0.25 * footer.count("\n") + 0.3 + 0.28 * legend_rows + 0.15
@@ -112,4 +115,84 @@ def metric_over_epsilon(curves: pd.DataFrame, metric: str, stem: str | Path, tit
     return paths
 
 
-FIGURE_FUNCTIONS = {"metric_over_epsilon": metric_over_epsilon}
+def _claim_style(line: pd.DataFrame) -> str:
+    claims = set("/".join(line.get("dp_claim", pd.Series(["valid"])).fillna("")).split("/")) - {""}
+    return CLAIM_STYLES["none"] if "none" in claims else \
+        CLAIM_STYLES["paper-only"] if "paper-only" in claims else CLAIM_STYLES["valid"]
+
+
+def dpsco_rate(n: np.ndarray, d: float, epsilon: float, delta: np.ndarray) -> np.ndarray:
+    """The DP-SCO lecture notes' excess population risk rate d log(1/delta)/(n^2 eps^2) + 1/n.
+
+    Paper 002, end of §17.2 (output perturbation on GD, strongly convex, Lipschitz, smooth loss:
+    O(d log(1/delta)/(n^2 eps^2) + 1/n), optimal). Constants are not given; figures scale it.
+    """
+    return d * np.log(1.0 / delta) / (n ** 2 * epsilon ** 2) + 1.0 / n
+
+
+def metric_over_n(curves: pd.DataFrame, metric: str, stem: str | Path, title: str = "",
+                  algorithm_order: list[str] | None = None, reference: str | None = None) -> list[Path]:
+    """One panel per (swept dataset, model): metric over the training size n on log-log axes.
+
+    One line per (algorithm, epsilon) — colour by algorithm, marker by epsilon — with a ±1 std
+    band; non-private algorithms are dashed. `reference: dpsco_rate` adds, per epsilon, the
+    notes' rate c (d log(1/delta)/(n^2 eps^2) + 1/n) in grey, with the one free constant c fitted
+    (least squares in log space) to the private curves of that epsilon: the rate's *shape* is the
+    claim, its constant is not given.
+    """
+    part = curves[curves["metric"] == metric]
+    if part.empty:
+        return []
+    panels = list(dict.fromkeys(part["dataset_panel"]))
+    models = list(dict.fromkeys(part["model_label"]))
+    labels = algorithm_order or list(dict.fromkeys(part["label"]))
+    labels = list(dict.fromkeys(lab for lab in labels if lab in set(part["label"])))
+    colours = _colours(labels)
+    eps_values = sorted(part["epsilon"].dropna().unique())
+    markers = dict(zip(eps_values, "osD^vP*X"))
+    width = max(4.8 * len(panels), 7.5)
+    fig, axes = plt.subplots(len(models), len(panels), figsize=(width, 3.8 * len(models)), squeeze=False)
+    for r, model in enumerate(models):
+        for c, panel_name in enumerate(panels):
+            ax = axes[r][c]
+            panel = part[(part["dataset_panel"] == panel_name) & (part["model_label"] == model)]
+            for label in labels:
+                for eps, line in panel[panel["label"] == label].groupby("epsilon", dropna=False, sort=True):
+                    line = line.sort_values("n_train")
+                    n = line["n_train"].to_numpy(dtype=float)
+                    mean, std = line["mean"].to_numpy(), line["std"].to_numpy()
+                    lo, hi = np.maximum(mean - std, GAP_FLOOR), np.maximum(mean + std, GAP_FLOOR)
+                    private = not pd.isna(eps)
+                    ax.plot(n, np.maximum(mean, GAP_FLOOR), color=colours[label], linewidth=1.5,
+                            linestyle=_claim_style(line) if private else "--",
+                            marker=markers.get(eps, "o") if private else None, markersize=4,
+                            label=f"{label}, ε = {eps:g}" if private else label)
+                    ax.fill_between(n, lo, hi, color=colours[label], alpha=0.15, linewidth=0)
+            if reference == "dpsco_rate":
+                for eps in eps_values:
+                    priv = panel[(panel["epsilon"] == eps)]
+                    if priv.empty:
+                        continue
+                    n = np.sort(priv["n_train"].unique())
+                    delta = float(priv["delta"].iloc[0])
+                    d = float(priv["n_params"].iloc[0])
+                    shape = dpsco_rate(priv["n_train"].to_numpy(float), d, eps, delta)
+                    ok = priv["mean"].to_numpy() > 0
+                    if not ok.any():
+                        continue
+                    const = float(np.exp(np.mean(np.log(priv["mean"].to_numpy()[ok] / shape[ok]))))
+                    ax.plot(n, const * dpsco_rate(n, d, eps, delta), color="0.5", linewidth=1.2,
+                            linestyle=(0, (6, 2, 1, 2, 1, 2)), marker=markers.get(eps, "o"), markersize=3,
+                            markerfacecolor="none", label=f"rate c(d log(1/δ)/(n²ε²) + 1/n), ε = {eps:g}")
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_title(f"{panel_name} · {model}", fontsize=10)
+            ax.grid(True, which="both", alpha=0.25)
+            if r == len(models) - 1:
+                ax.set_xlabel("training set size n")
+            if c == 0:
+                ax.set_ylabel(METRICS.get(metric, (metric,))[0])
+    return _finish(fig, axes, width, title, stem)
+
+
+FIGURE_FUNCTIONS = {"metric_over_epsilon": metric_over_epsilon, "metric_over_n": metric_over_n}

@@ -10,6 +10,10 @@ Schema (every key but datasets/models/algorithms/epsilons is optional):
     datasets:                        # a name, or {name, options, label}
       - breast_cancer
       - {name: adult, options: {n: 10000}, label: adult-10k}
+      - {name: synthetic_population, label: pool, sweep: {n: [250, 1000, 4000]}}
+                                     # sweep: one entry per value (labels "pool n=250", ...), drawn
+                                     #   in one panel "pool" by figures with x: n
+      - {name: credit_card, optional: true}   # user-supplied file: skipped with a notice when absent
     models: [logreg]                 # a name, or {name, options, label}
     algorithms:                      # {name, params, label}; a list value is a grid, selected
       - name: dpsgd                  #   per (algorithm, dataset, model, epsilon) on validation
@@ -22,6 +26,8 @@ Schema (every key but datasets/models/algorithms/epsilons is optional):
                                      # or one score for all, or a mapping {metric: val_accuracy|val_loss}
     figures:                         # default: one metric-over-epsilon figure per metric
       - {name: accuracy, kind: metric_over_epsilon, metric: accuracy, title: ...}
+      - {name: small, metric: accuracy, datasets: [iris]}   # only these dataset labels/panels
+      - {name: rate, kind: metric_over_n, metric: excess_population_risk, reference: dpsco_rate}
     optimum: {restarts: 2, maxiter: 500}   # L-BFGS budget of the L* estimate for non-convex models
     profiles:                        # named overrides of top-level keys (dicts merge, lists replace)
       ci: {seeds: 2, epsilons: [0.5, 2]}
@@ -48,17 +54,24 @@ from dpbench.metrics import METRICS, SELECTION_METRICS
 TOP_KEYS = ("name", "description", "paper", "seed", "seeds", "datasets", "models", "algorithms", "epsilons",
             "delta", "metrics", "selection", "figures", "optimum", "profiles")
 OPTIMUM_DEFAULTS = {"maxiter": 500, "restarts": 2}
-FIGURE_KINDS = ("metric_over_epsilon",)
+FIGURE_KINDS = ("metric_over_epsilon", "metric_over_n")
+SWEEP_KEYS = ("n", "d")  # dataset options a `sweep:` may vary
+REFERENCES = ("dpsco_rate",)  # reference lines a figure may draw (plots.REFERENCE_LINES)
 DEFAULT_PROFILE = "full"
 
 
 @dataclass(frozen=True)
 class Component:
-    """A dataset or a model with its options and its label in tables and figures."""
+    """A dataset or a model with its options and its label in tables and figures.
+
+    `panel` groups the components one `sweep:` entry expands into (default: the label).
+    """
 
     name: str
     options: tuple[tuple[str, Any], ...]
     label: str
+    panel: str = ""
+    optional: bool = False  # a user-supplied data file: skip (with a notice) when absent
 
 
 @dataclass(frozen=True)
@@ -72,7 +85,7 @@ class AlgorithmSpec:
 
     def applies_to(self, dataset: Component, model: Component) -> bool:
         return (self.models is None or model.label in self.models) and \
-            (self.datasets is None or dataset.label in self.datasets)
+            (self.datasets is None or dataset.label in self.datasets or dataset.panel in self.datasets)
 
 
 @dataclass(frozen=True)
@@ -81,6 +94,8 @@ class FigureSpec:
     kind: str
     metric: str
     title: str
+    reference: str | None = None  # a reference line (REFERENCES), e.g. the DP-SCO rate
+    datasets: tuple[str, ...] | None = None  # only these dataset labels / panels (None: all)
 
 
 @dataclass(frozen=True)
@@ -107,18 +122,22 @@ class Experiment:
     def spec_hash(self) -> str:
         return digest(self.resolved)
 
-    def cells(self) -> list[Cell]:
-        """The grid: algorithms x hyperparameter combinations x datasets x models x epsilons x seeds."""
+    def cells(self, skip_datasets: frozenset[str] = frozenset()) -> list[Cell]:
+        """The grid: algorithms x hyperparameter combinations x datasets x models x epsilons x seeds.
+
+        `skip_datasets`: labels of optional datasets whose files are absent (pipeline.preflight).
+        """
         out: list[Cell] = []
         for algo, ds, model, rep in itertools.product(self.algorithms, self.datasets, self.models, self.seeds):
-            if not algo.applies_to(ds, model):
+            if ds.label in skip_datasets or not algo.applies_to(ds, model):
                 continue
             for params in algo.grid:
                 for eps in (self.epsilons if algo.private else (None,)):
                     out.append(Cell(algorithm=algo.name, params=params, dataset=ds.name, dataset_options=ds.options,
                                     model=model.name, model_options=model.options, epsilon=eps, delta=self.delta,
                                     rep=rep, seed=self.seed, optimum=self.optimum, label=algo.label,
-                                    dataset_label=ds.label, model_label=model.label))
+                                    dataset_label=ds.label, model_label=model.label,
+                                    dataset_panel=ds.panel or ds.label))
         return out
 
 
@@ -200,7 +219,7 @@ def from_dict(raw: Any, *, name: str = "experiment", profile: str = DEFAULT_PROF
     exp_name = _string(spec, "name", default=name)
     if not exp_name or any(c in exp_name for c in "/\\") or exp_name.startswith("."):
         raise SpecError(f"name: {exp_name!r} cannot be a folder name; use letters, digits, - and _")
-    datasets = _components(spec["datasets"], "datasets", _dataset_check)
+    datasets = _components(spec["datasets"], "datasets", _dataset_check, sweepable=True)
     models = _components(spec["models"], "models", _model_check)
     algorithms = _algorithms(spec["algorithms"], datasets, models)
     any_private = any(a.private for a in algorithms)
@@ -208,7 +227,7 @@ def from_dict(raw: Any, *, name: str = "experiment", profile: str = DEFAULT_PROF
     delta = _delta(spec.get("delta", "1/n"))
     metrics = _metrics(spec.get("metrics", ["accuracy", "optimality_gap"]))
     selection = _selection(spec.get("selection"), metrics)
-    figures = _figures(spec.get("figures"), metrics)
+    figures = _figures(spec.get("figures"), metrics, datasets)
     seed = _int(spec.get("seed", 0), "seed", minimum=0)
     seeds = _seeds(spec.get("seeds", 1))
     return Experiment(
@@ -301,18 +320,49 @@ def _model_check(name: str, options: dict, path: str) -> None:
                 raise SpecError(f"{path}.options.{key}: must be a number >= 0, got {value!r}")
 
 
-def _components(value: Any, key: str, check) -> tuple[Component, ...]:
+def _sweep(value: Any, path: str) -> tuple[str, list] | None:
+    """`sweep: {n: [..]}` -> ("n", values): one option varied over a list (SWEEP_KEYS)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or len(value) != 1:
+        raise SpecError(f"{path}: must be a mapping with one option and its list of values, e.g. {{n: [250, 1000]}}")
+    (option, values), = value.items()
+    if option not in SWEEP_KEYS:
+        raise SpecError(f"{path}.{option}: only {', '.join(SWEEP_KEYS)} can be swept")
+    if not isinstance(values, list) or len(values) < 2:
+        raise SpecError(f"{path}.{option}: must be a list of at least two values")
+    if len(set(map(repr, values))) != len(values):
+        raise SpecError(f"{path}.{option}: repeated values")
+    return option, values
+
+
+def _components(value: Any, key: str, check, sweepable: bool = False) -> tuple[Component, ...]:
     if not isinstance(value, list) or not value:
         raise SpecError(f"{key}: must be a non-empty list")
     out: list[Component] = []
+    allowed = ("name", "options", "label", "sweep", "optional") if sweepable else ("name", "options", "label")
     for i, item in enumerate(value):
         path = f"{key}[{i}]"
-        entry = _entry(item, path, ("name", "options", "label"))
+        entry = _entry(item, path, allowed)
         options = _options(entry.get("options"), f"{path}.options")
-        check(entry["name"], options, path)
+        sweep = _sweep(entry.get("sweep"), f"{path}.sweep")
+        optional = entry.get("optional", False)
+        if not isinstance(optional, bool):
+            raise SpecError(f"{path}.optional: must be true or false, got {optional!r}")
+        if sweep is not None and sweep[0] in options:
+            raise SpecError(f"{path}.sweep.{sweep[0]}: also set in options; give it in one place")
         label = entry.get("label") or entry["name"] + (
             "" if not options else "[" + ",".join(f"{k}={v}" for k, v in sorted(options.items())) + "]")
-        out.append(Component(entry["name"], tuple(sorted(options.items())), str(label)))
+        if sweep is None:
+            check(entry["name"], options, path)
+            out.append(Component(entry["name"], tuple(sorted(options.items())), str(label), str(label), optional))
+            continue
+        option, values = sweep
+        for j, v in enumerate(values):
+            point = {**options, option: v}
+            check(entry["name"], point, f"{path}.sweep.{option}[{j}]")
+            out.append(Component(entry["name"], tuple(sorted(point.items())), f"{label} {option}={v}", str(label),
+                                 optional))
     labels = [c.label for c in out]
     if len(set(labels)) != len(labels):
         raise SpecError(f"{key}: two entries share the label {sorted(l for l in labels if labels.count(l) > 1)[0]!r}; "
@@ -323,7 +373,7 @@ def _components(value: Any, key: str, check) -> tuple[Component, ...]:
 def _restriction(value: Any, path: str, components: tuple[Component, ...]) -> tuple[str, ...] | None:
     if value is None:
         return None
-    labels = [c.label for c in components]
+    labels = list(dict.fromkeys([c.label for c in components] + [c.panel for c in components if c.panel]))
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not value:
@@ -458,19 +508,24 @@ def _metrics(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _figures(value: Any, metrics: tuple[str, ...]) -> tuple[FigureSpec, ...]:
+def _figures(value: Any, metrics: tuple[str, ...], datasets: tuple[Component, ...] = ()) -> tuple[FigureSpec, ...]:
     if value is None:
         return tuple(FigureSpec(name=m, kind="metric_over_epsilon", metric=m, title="") for m in metrics)
     if not isinstance(value, list):
-        raise SpecError("figures: must be a list of {name, kind, metric, title}")
+        raise SpecError("figures: must be a list of {name, kind, metric, title, reference}")
     out = []
     for i, item in enumerate(value):
         path = f"figures[{i}]"
         if not isinstance(item, dict):
             raise SpecError(f"{path}: must be a mapping with name, kind, metric and optional title")
         for key in item:
-            if key not in ("name", "kind", "metric", "title"):
-                raise SpecError(f"{path}.{key}: unknown key; allowed: name, kind, metric, title")
+            if key not in ("name", "kind", "metric", "title", "reference", "datasets"):
+                raise SpecError(f"{path}.{key}: unknown key; allowed: name, kind, metric, title, reference, datasets")
+        reference = item.get("reference")
+        if reference is not None and reference not in REFERENCES:
+            raise SpecError(f"{path}.reference: unknown reference line {reference!r}; choose one of {', '.join(REFERENCES)}")
+        if reference is not None and item.get("kind") != "metric_over_n":
+            raise SpecError(f"{path}.reference: only figures of kind metric_over_n draw a reference line")
         kind = item.get("kind", "metric_over_epsilon")
         if kind not in FIGURE_KINDS:
             raise SpecError(f"{path}.kind: unknown figure kind {kind!r}; choose one of {', '.join(FIGURE_KINDS)}")
@@ -480,5 +535,7 @@ def _figures(value: Any, metrics: tuple[str, ...]) -> tuple[FigureSpec, ...]:
         name = item.get("name", metric)
         if not isinstance(name, str) or not name or "/" in name:
             raise SpecError(f"{path}.name: must be a file stem such as fig1-accuracy, got {name!r}")
-        out.append(FigureSpec(name=name, kind=kind, metric=metric, title=str(item.get("title", ""))))
+        out.append(FigureSpec(name=name, kind=kind, metric=metric, title=str(item.get("title", "")),
+                              reference=reference,
+                              datasets=_restriction(item.get("datasets"), f"{path}.datasets", datasets)))
     return tuple(out)

@@ -124,7 +124,8 @@ def test_each_metric_uses_its_own_selection():
     for params, val_acc, val_loss, acc, gap in (("a", 0.9, 0.5, 0.88, 0.30), ("b", 0.8, 0.2, 0.79, 0.05)):
         for rep in (0, 1):
             rows.append({"label": "x", "dataset_label": "d", "model_label": "m", "epsilon": 1.0, "rep": rep,
-                         "params": params, "algorithm": "x", "dataset": "d", "model": "m", "val_accuracy": val_acc,
+                         "params": params, "algorithm": "x", "dataset": "d", "model": "m", "dataset_panel": "d", "n_train": 100,
+                         "n_params": 3, "delta": 1e-5, "val_accuracy": val_acc,
                          "val_loss": val_loss, "accuracy": acc, "optimality_gap": gap, "dp_claim": "valid",
                          "eps_rdp": 1.0, "eps_pld": 0.9, "noise_free_fraction": np.nan})
     runs = pd.DataFrame(rows)

@@ -72,6 +72,8 @@ def test_data_verify_on_offline_files(data_dir):
     assert out.exit_code == 0, out.output
     assert "MISMATCH" not in out.output and "MISSING" not in out.output
     assert out.output.count(" ok ") >= 6  # adult.data, adult.test, bank zip, kdd gz, breast cancer, iris
+    if not (data_dir / "creditcard" / "creditcard.csv").is_file():  # user-supplied: listed, not an error
+        assert "absent    credit_card" in out.output and "user-supplied" in out.output
 
 
 def test_missing_data_is_one_line_exit_2(tiny_spec, tmp_path):

@@ -246,10 +246,11 @@ def test_bad_name_and_options(tmp_path: Path) -> None:
     synthetic_options = {"d", "noise_mu", "noise_sigma", "features", "w_star", "normalize"}
     assert data.option_names("synthetic_logistic") == synthetic_options
     assert set(data.DATASETS) == {"adult", "bank", "kddcup99", "breast_cancer", "iris",
-                                  "synthetic_linear", "synthetic_logistic"}  # fmt: skip
+                                  "synthetic_linear", "synthetic_logistic", "credit_card",
+                                  "synthetic_population"}  # fmt: skip
     for info in data.DATASETS.values():
         assert info.description and info.citation and info.task in ("classification", "regression")
-        assert info.source in ("uci", "synthetic")
+        assert info.source in ("uci", "synthetic", "user-supplied")
 
 
 def test_data_dir_precedence(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

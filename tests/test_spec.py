@@ -166,3 +166,65 @@ def test_selection_per_metric(tmp_path):
     path.write_text(base + "selection: val_f1\n")
     with pytest.raises(SpecError, match="selection: must be one of val_accuracy, val_loss"):
         spec.load(path)
+
+
+def test_sweep_expands_one_dataset_into_a_panel(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("datasets:\n  - {name: iris, label: flowers, sweep: {n: [60, 120]}}\n  - breast_cancer\n"
+                    "models: [logreg]\nepsilons: [1]\n"
+                    "algorithms:\n  - {name: dpsgd, datasets: [flowers]}\n"
+                    "figures:\n  - {name: over-n, kind: metric_over_n, metric: accuracy}\n")
+    exp = spec.load(path)
+    assert [(d.label, d.panel, dict(d.options)) for d in exp.datasets] == [
+        ("flowers n=60", "flowers", {"n": 60}), ("flowers n=120", "flowers", {"n": 120}),
+        ("breast_cancer", "breast_cancer", {})]
+    cells = exp.cells()
+    assert sorted(dict(c.dataset_options)["n"] for c in cells) == [60, 120]  # restriction by panel label
+    assert {c.dataset_panel for c in cells} == {"flowers"}
+    assert exp.figures[0].kind == "metric_over_n"
+
+
+@pytest.mark.parametrize("entry, message", [
+    ("{name: iris, sweep: {n: [60]}}", "datasets[0].sweep.n: must be a list of at least two values"),
+    ("{name: iris, sweep: {l2: [1, 2]}}", "datasets[0].sweep.l2: only n, d can be swept"),
+    ("{name: iris, options: {n: 50}, sweep: {n: [60, 70]}}", "datasets[0].sweep.n: also set in options"),
+    ("{name: iris, sweep: {n: [60, -1]}}", "datasets[0].sweep.n[1].options.n: must be >= 1"),
+    ("{name: iris, optional: maybe}", "datasets[0].optional: must be true or false"),
+])
+def test_bad_sweeps_are_one_line_errors(tmp_path, entry, message):
+    path = tmp_path / "s.yaml"
+    path.write_text(f"datasets:\n  - {entry}\nmodels: [logreg]\nepsilons: [1]\nalgorithms: [dpsgd]\n")
+    with pytest.raises(SpecError) as err:
+        spec.load(path)
+    assert message in str(err.value)
+
+
+def test_reference_line_only_on_figures_over_n(tmp_path):
+    path = tmp_path / "f.yaml"
+    base = "datasets: [iris]\nmodels: [logreg]\nepsilons: [1]\nalgorithms: [dpsgd]\nmetrics: [accuracy]\n"
+    path.write_text(base + "figures:\n  - {metric: accuracy, reference: dpsco_rate}\n")
+    with pytest.raises(SpecError, match="only figures of kind metric_over_n"):
+        spec.load(path)
+    path.write_text(base + "figures:\n  - {metric: accuracy, kind: metric_over_n, reference: magic}\n")
+    with pytest.raises(SpecError, match="unknown reference line 'magic'"):
+        spec.load(path)
+
+
+def test_optional_dataset_is_skipped_with_a_notice_when_absent(tmp_path, data_dir):
+    from dpbench import pipeline
+    from dpbench.errors import DataError
+
+    path = tmp_path / "o.yaml"
+    path.write_text("datasets:\n  - {name: iris}\n  - {name: adult, optional: true}\nmodels: [logreg]\n"
+                    "epsilons: [1]\nalgorithms: [nonprivate]\n")
+    exp = spec.load(path)
+    empty = tmp_path / "nodata"
+    (empty / "iris").mkdir(parents=True)
+    (empty / "iris" / "iris.data").write_bytes((data_dir / "iris" / "iris.data").read_bytes())
+    notes = []
+    skipped = pipeline.preflight(exp, str(empty), notify=notes.append)
+    assert skipped == {"adult"} and len(notes) == 1 and "skipping optional dataset adult" in notes[0]
+    assert {c.dataset for c in exp.cells(skipped)} == {"iris"}
+    path.write_text(path.read_text().replace("optional: true", "optional: false"))
+    with pytest.raises(DataError):
+        pipeline.preflight(spec.load(path), str(empty), notify=notes.append)

@@ -2,7 +2,10 @@
 
 UCI data (uci.py, preprocessing in preprocess.py, ALGORITHMS.md §0.3): `adult`, `bank`,
 `kddcup99`, `breast_cancer`, `iris`. Synthetic heavy-tailed data of paper 004 (synthetic.py,
-ALGORITHMS.md §10.7): `synthetic_linear`, `synthetic_logistic`.
+ALGORITHMS.md §10.7): `synthetic_linear`, `synthetic_logistic`. Credit Card Fraud of paper 003
+(creditcard.py): `credit_card`, a user-supplied Kaggle file ($DPBENCH_DATA/creditcard/creditcard.csv,
+never downloaded), balanced 492 + 492 rows. A fixed finite population for excess population risk
+(population.py, paper 002): `synthetic_population`, whose test split is the whole pool.
 
 Every `load` keyword except `**options` is common to all data sets (`COMMON_PARAMS`);
 `option_names(name)` lists the per-data-set options so the YAML validator can reject unknown
@@ -19,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpbench.data import synthetic, uci
+from dpbench.data import creditcard, population, synthetic, uci
 from dpbench.data.base import Dataset
 
 #: Keyword parameters of `load` shared by every data set (not part of option_names()).
@@ -34,7 +37,7 @@ class DatasetInfo:
     description: str
     citation: str  # paper(s) and UCI id
     task: str  # "classification" | "regression"
-    source: str  # "uci" | "synthetic"
+    source: str  # "uci" | "synthetic" | "user-supplied"
     uci_id: int | None = None
 
 
@@ -64,6 +67,20 @@ DATASETS: dict[str, DatasetInfo] = {
         task="classification",
         source="synthetic",
     ),
+    "credit_card": DatasetInfo(
+        name="credit_card",
+        description=creditcard.DESCRIPTION,
+        citation=creditcard.CITATION,
+        task="classification",
+        source="user-supplied",
+    ),
+    "synthetic_population": DatasetInfo(
+        name="synthetic_population",
+        description=population.DESCRIPTION,
+        citation=population.CITATION,
+        task="classification",
+        source="synthetic",
+    ),
 }
 
 
@@ -76,6 +93,10 @@ def _info(name: object) -> DatasetInfo:
 def option_names(name: str) -> set[str]:
     """Names of the **options `load(name, ...)` accepts (besides COMMON_PARAMS)."""
     info = _info(name)
+    if name == "credit_card":
+        return creditcard.option_names()
+    if name == "synthetic_population":
+        return population.option_names()
     return uci.option_names(name) if info.source == "uci" else synthetic.option_names(name)
 
 
@@ -84,13 +105,24 @@ def data_dir(explicit: str | os.PathLike | None = None) -> pathlib.Path:
     return uci.data_dir(explicit)
 
 
-def verify(data_dir: str | os.PathLike | None = None) -> list[dict]:
-    """Check every known raw UCI file against its SHA-256 and parse it.
+def verify(data_dir: str | os.PathLike | None = None, *, include_absent_optional: bool = False) -> list[dict]:
+    """Check every known raw UCI file against its SHA-256 and parse it; then the credit-card file.
 
     One dict per file: dataset, file, path, expected_sha256, actual_sha256 (None if absent),
     ok (bool), rows (parsed rows, None if absent/bad), error (None or a short reason).
+
+    The user-supplied `creditcard/creditcard.csv` (creditcard.verify_record) has expected_sha256
+    None (no known sum: it is parsed, not checked) and the extra key `required: False`. It is
+    listed when present; when absent only with `include_absent_optional=True` (then
+    actual_sha256=None, ok=False, error="absent (user-supplied)"), because a consumer that counts
+    every record with actual_sha256=None as missing (the current `dpbench data verify`) would
+    otherwise fail for an optional file.
     """
-    return uci.verify(data_dir)
+    records = uci.verify(data_dir)
+    card = creditcard.verify_record(data_dir)
+    if card["actual_sha256"] is not None or include_absent_optional:
+        records.append(card)
+    return records
 
 
 def load(
@@ -105,9 +137,13 @@ def load(
 ) -> Dataset:
     """Load and preprocess a data set; same arguments -> bit-identical arrays in any process.
 
-    `n`: UCI -- optional uniform subsample of the cleaned table drawn with `seed` before the
-    split (KDDCup99 papers: 70,000); synthetic -- number of generated rows (default 100,000).
-    `test_fraction`/`val_fraction` are fractions of all (used) rows; train is the rest.
+    `n`: UCI and credit_card -- optional uniform subsample of the cleaned (credit_card: balanced)
+    table drawn with `seed` before the split (KDDCup99 papers: 70,000); synthetic_linear/logistic
+    -- number of generated rows (default 100,000); synthetic_population -- number of TRAINING rows
+    drawn from the pool (default 1,000).
+    `test_fraction`/`val_fraction` are fractions of all (used) rows; train is the rest
+    (synthetic_population: val = round(val_fraction * n) extra rows, test_fraction ignored, test =
+    the whole pool).
     """
     info = _info(name)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
@@ -119,6 +155,19 @@ def load(
         raise ValueError(
             f"unknown option(s) {', '.join(unknown)} for dataset '{name}'; valid: "
             + (", ".join(sorted(valid)) if valid else "none")
+        )
+    if name == "credit_card":
+        return creditcard.load(
+            seed=seed,
+            n=n,
+            test_fraction=test_fraction,
+            val_fraction=val_fraction,
+            data_dir=data_dir,
+            **options,
+        )
+    if name == "synthetic_population":
+        return population.make(
+            seed=seed, n=n, test_fraction=test_fraction, val_fraction=val_fraction, **options
         )
     if info.source == "uci":
         return uci.load_uci(

@@ -1,0 +1,192 @@
+"""Input perturbation ([S3] = paper 003, Kang et al., Algorithm 1; ALGORITHMS.md §5).
+
+Algorithm ([S3] Alg. 1, lines 2-9):
+  draw z ~ N(0, sigma^2 I_d) once; x_i <- x_i + z for every training row ("perturbed data");
+  for t = 0..T-1: theta <- theta - lr * grad L_hat(theta), L_hat = mean loss on the perturbed data;
+  return theta_T.
+Line 7 writes alpha (1/n) sum_i grad L_hat -- a typo, L_hat is already an average (ALGORITHMS §5);
+we take one step along grad L_hat = `model.grad(theta, X + z, y)`, which includes the model's own
+L2 term (l2/2)||theta||^2 (the objective of [S3] eq. (8) is the model's regularised loss).
+
+Noise scale (`dpbench.privacy.erm.input_perturbation_variance`):
+  theorem strongly_convex: [S3] Thm 1 eq. (9), sigma^2 = c G^2 T log(1/delta) / (n (n-1) sqrt(Delta) eps^2);
+  theorem pl:              [S3] Thm 3 eq. (12), the same without sqrt(Delta).
+
+Choices (the paper is silent or ambiguous; all recorded in the ledger):
+* `noise`: "shared" (default) = ONE z in R^d added to every row. [S3] says "add noise z to it",
+  "z ~ R^d, each element ~ N(0, sigma^2)", and every equation of the proof ((14)-(18)) uses the
+  same z for all i, so this is the faithful reading. "per_example" = an independent z_i per row,
+  the reading the paper's "local protection" narrative needs. Either way z is drawn once, never
+  per iteration. (ALGORITHMS §5 calls the second option `per_instance`.)
+* `theorem`: "strongly_convex" (default) takes Delta = the model's l2, the only strong convexity a
+  GLM loss has (its per-example Hessian is rank one). With the default l2 = 1e-4, sqrt(Delta) =
+  0.01 makes sigma^2 100x (sigma 10x) larger than under "pl"; l2 = 0 is rejected for this theorem.
+  "pl" uses eq. (12) (PL constant absorbed into c, as the paper does).
+* `c` = 1 (the paper's unspecified constant; any value is arbitrary because the proof's premises
+  fail, below).
+* G = model.lipschitz (logistic regression: 1 for ||x|| <= 1). Models with no global bound (MLP,
+  ridge) use the nominal G = 1 -- no clipping is applied, [S3] clips nothing (ledger: constants
+  "nominal").
+* T = `epochs` full-batch steps (one step is one pass), constant step `lr` (default 1.0; [S3] picks
+  T and the step "by cross-validation"), theta_0 = model.init(rng) drawn after z (zeros for linear
+  models), final iterate returned.
+* `trace_every`: the reference objective L_ref on the CLEAN training data every k steps (as dpsgd
+  does). Under this method's (claimed) guarantee only theta_T is released; the trace is diagnostic.
+
+Privacy: claim is ALWAYS "paper-only" and epsilon_spent is empty -- no accountant covers this
+mechanism and we do not invent a number. ALGORITHMS.md §5 and §14.3: the proof composes T
+Gaussian mechanisms with the moments accountant although z is drawn once and reused by all T steps;
+it treats the full-batch gradient as Gaussian in z with a scalar variance C sigma^2, where C is a
+signed data-dependent scalar that -> 0 as training converges ("seen as a constant", eq. (28)), so
+the constant c silently absorbs a diverging factor; and with shared noise an intercept absorbs z
+at the optimum, making the weights a deterministic function of the data (epsilon = infinity at
+convergence). The per-example reading has about sqrt(n) too little noise. On the MLP the premises
+(G-Lipschitz, strongly convex or PL) do not hold either.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dpbench.algorithms.base import AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, ledger, register
+from dpbench.models.base import Model
+from dpbench.privacy.erm import input_perturbation_variance
+
+NOISES = ("shared", "per_example")
+THEOREMS = ("strongly_convex", "pl")
+#: nominal gradient bound for models without one (MLP, ridge); [S3] does not clip
+NOMINAL_LIPSCHITZ = 1.0
+
+CLAIM_REASON = (
+    "[S3] Theorems 1/3 do not hold (ALGORITHMS.md §5 and §14.3): one noise draw z is reused by all T "
+    "'composed' steps; the gradient is treated as Gaussian in z with a variance C sigma^2 whose scalar "
+    "C -> 0 as training converges ('seen as a constant'); with shared noise the intercept absorbs z, "
+    "so the weights are a deterministic function of the data at convergence (epsilon = infinity). "
+    "No accountant covers the mechanism: no epsilon is reported."
+)
+
+
+def perturb_features(X: np.ndarray, sigma: float, noise: str,
+                     rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """[S3] Alg. 1 lines 2-4: (X + z, z), z drawn once.
+
+    noise "shared": z has shape (d,), the same vector is added to every row;
+    noise "per_example": z has shape (n, d), row i gets its own z_i. Entries i.i.d. N(0, sigma^2).
+    """
+    if noise not in NOISES:
+        raise ValueError(f"noise must be one of {', '.join(NOISES)}, got {noise!r}")
+    if not (math.isfinite(sigma) and sigma >= 0):
+        raise ValueError(f"sigma must be finite and >= 0, got {sigma!r}")
+    X = np.asarray(X, dtype=np.float64)
+    shape = (X.shape[1],) if noise == "shared" else X.shape
+    z = rng.normal(0.0, sigma, size=shape)
+    return X + z, z  # (d,) broadcasts over rows
+
+
+def input_perturbation_sigma(model: Model, n: int, privacy: PrivacyTarget, *, epochs: int, c: float,
+                             theorem: str) -> tuple[float, float | None, float, str]:
+    """(sigma, Delta or None, G, constants) for [S3] eq. (9) / (12) on this model."""
+    if theorem not in THEOREMS:
+        raise ValueError(f"theorem must be one of {', '.join(THEOREMS)}, got {theorem!r}")
+    constants = "model" if model.lipschitz is not None else "nominal"
+    G = float(model.lipschitz) if model.lipschitz is not None else NOMINAL_LIPSCHITZ
+    strong = None
+    if theorem == "strongly_convex":
+        if not model.l2 > 0:
+            raise ValueError(f"input_perturbation theorem strongly_convex uses Delta = the model's l2 as strong "
+                             f"convexity, which is {model.l2:g}; set l2 > 0 or theorem: pl")
+        strong = float(model.l2)
+    variance = input_perturbation_variance(G, epochs, n, privacy.epsilon, privacy.delta, c=c,
+                                           strong_convexity=strong)
+    return math.sqrt(variance), strong, G, constants
+
+
+def fit_input_perturbation(
+    problem: Problem,
+    privacy: PrivacyTarget,
+    rng: np.random.Generator,
+    *,
+    epochs: int = 100,
+    lr: float = 1.0,
+    noise: str = "shared",
+    c: float = 1.0,
+    theorem: str = "strongly_convex",
+    trace_every: int = 0,
+) -> Fit:
+    model, X, y, n = problem.model, problem.X, problem.y, problem.n
+    if privacy.epsilon is None or privacy.delta is None:
+        raise ValueError("input_perturbation is a private algorithm: it needs a target epsilon and delta")
+    if noise not in NOISES:
+        raise ValueError(f"noise must be one of {', '.join(NOISES)}, got {noise!r}")
+    epochs = int(epochs)
+    if epochs < 1:
+        raise ValueError(f"epochs must be an integer >= 1, got {epochs}")
+    if not lr > 0:
+        raise ValueError(f"lr must be > 0, got {lr}")
+    sigma, strong, G, constants = input_perturbation_sigma(model, n, privacy, epochs=epochs, c=c, theorem=theorem)
+
+    X_tilde, z = perturb_features(X, sigma, noise, rng)
+    theta = model.init(rng)
+    trace: list[dict] = []
+    for t in range(epochs):
+        theta = theta - lr * model.grad(theta, X_tilde, y)
+        if trace_every and ((t + 1) % trace_every == 0 or t + 1 == epochs):
+            trace.append({"step": t + 1, "train_loss": model.loss(theta, X, y)})  # clean data: L_ref
+
+    if noise == "shared":
+        noise_details = {"feature_noise_norm": float(np.linalg.norm(z))}
+    else:
+        noise_details = {"feature_noise_mean_row_norm": float(np.mean(np.linalg.norm(z, axis=1)))}
+    reason = CLAIM_REASON
+    if constants != "model" or not model.convex:
+        reason += (f" On {model.name} even the premises fail (nominal G = {G:g}: no global Lipschitz bound; "
+                   f"strong convexity / PL not implied).")
+    return Fit(theta=theta, trace=trace, privacy=ledger(
+        private=True,
+        mechanism="input perturbation ([S3] Alg. 1): Gaussian noise added once to the training features, "
+                  "then T full-batch GD steps on the perturbed data",
+        claim="paper-only",
+        target_epsilon=float(privacy.epsilon),
+        delta=float(privacy.delta),
+        epsilon_spent={},
+        claim_reason=reason,
+        adjacency="replace-one",
+        noise=noise,
+        theorem=theorem,
+        variance_formula=("c G^2 T log(1/delta) / (n (n-1) sqrt(Delta) eps^2)  [S3] eq. (9)"
+                          if theorem == "strongly_convex" else "c G^2 T log(1/delta) / (n (n-1) eps^2)  [S3] eq. (12)"),
+        c=float(c),
+        strong_convexity=strong,
+        lipschitz=G,
+        constants=constants,
+        sigma=sigma,
+        steps=epochs,
+        lr=float(lr),
+        **noise_details,
+    ))
+
+
+register(AlgorithmInfo(
+    name="input_perturbation",
+    title="Input perturbation: Gaussian noise on the features once, then full-batch GD ([S3] Alg. 1; paper-only claim)",
+    citation="Kang et al., Input Perturbation: A New Paradigm between Central and Local Differential Privacy "
+             "(paper 003, Algorithm 1, Theorems 1 and 3); ALGORITHMS.md §5, §14.3",
+    private=True,
+    fit=fit_input_perturbation,
+    params=(
+        HyperParam("epochs", int, 100, "T full-batch GD steps (one step = one pass over the data)", minimum=1),
+        HyperParam("lr", float, 1.0, "constant step size alpha", minimum=0, exclusive_minimum=True),
+        HyperParam("noise", str, "shared",
+                   "shared: one z in R^d for all rows (the proof's reading); per_example: independent z_i per row",
+                   choices=NOISES),
+        HyperParam("c", float, 1.0, "the unspecified constant c of [S3] eqs. (9)/(12)",
+                   minimum=0, exclusive_minimum=True),
+        HyperParam("theorem", str, "strongly_convex",
+                   "strongly_convex: [S3] eq. (9) with Delta = the model's l2 (sigma^2 / sqrt(Delta)); "
+                   "pl: eq. (12), no sqrt(Delta)", choices=THEOREMS),
+        HyperParam("trace_every", int, 0, "record the clean-data training loss every this many steps (0: no trace)",
+                   minimum=0),
+    ),
+))

@@ -1,0 +1,210 @@
+"""Output perturbation of full-batch gradient descent ([S2] = paper 002, lecture 17, Algorithm 1;
+Zhang, Zheng, Mou, Wang, IJCAI 2017 (ZZMW); ALGORITHMS.md §7).
+
+Algorithm (noise-free core `output_gd_core`, then one Gaussian draw):
+  theta_0 = model.init(rng) (zeros for linear models; data independent);
+  for t = 1..T: theta_t = Proj_R(theta_{t-1} - lr * grad F(theta_{t-1})),
+      F(theta) = (1/n) sum_i l(theta; z_i) + (lambda/2) ||theta||^2;
+  release theta_T + N(0, s^2 I_p), s from the analytic Gaussian mechanism at sensitivity Delta_T.
+([S2] Alg. 1 line 3 indexes theta_t from theta_{t-1} inside a loop over t = 0..T-1 -- an
+off-by-one; we run exactly T steps. Only theta_T + noise is released: no trace.)
+
+Sensitivity (replace-one; `dpbench.privacy.erm.output_gd_sensitivity`, ALGORITHMS §7 [D]):
+  lambda > 0: Delta_T = (2 L / (n lambda)) (1 - (1 - lr lambda)^T) <= 2L/(n lambda)  (mu = lambda),
+  lambda = 0: Delta_T = 2 lr L T / n.
+One GD step on D and on D' from the same point differs by (lr/n)(grad l(theta; z) - grad l(theta; z')),
+norm <= 2 lr L / n; the GD map of the mu-strongly convex, beta-smooth C^2 objective F contracts by
+1 - lr mu when lr <= 2/(beta + mu); the projection is non-expansive. For comparison the ledger also
+records ZZMW's bound 5 L (alpha + beta)/(n alpha beta) ([S2] Thm 17.4, proven for lr <= 1/(alpha + beta)).
+
+Choices (the sources leave them open; all recorded in the ledger):
+* Regulariser: lambda = `l2` if set, else the model's l2. It *replaces* the model's l2 during
+  training (so it is exactly the strong convexity mu); optimality gaps are still measured on the
+  model's L_ref. For a merely convex loss this is the "regularisation trick" of [S2] eq. (17.3)
+  (ALGORITHMS §7): lambda > 0 makes F lambda-strongly convex. (In [S2] eq. (17.3) is introduced for
+  the population-risk reduction of §17.1, not for Algorithm 1; ALGORITHMS §7 applies it here.)
+* Constants: G = model.lipschitz (data loss), beta = model.smoothness + lambda, mu = lambda.
+  L = G + lambda R (`lipschitz_bound: paper`: L bounds the gradient of the *regularised* loss on the
+  ball of radius R, as ZZMW's L-Lipschitz assumption on the loss needs) or L = G
+  (`lipschitz_bound: data`): the lambda theta term is the same on D and D' at the same theta and
+  cancels in the injected difference, so the data-loss bound suffices. Both are valid; `paper` is
+  the default, as in `bolt_on`.
+* Radius R (`radius`): default G/lambda when lambda > 0 (lambda ||theta*|| <= G, so the ball holds
+  the regularised minimiser and projection does not change the limit); no projection when lambda = 0.
+* Step size: default lr = 1/beta. A user lr above 2/(beta + mu) voids the contraction step of the
+  proof and raises ValueError (no silent clamp).
+* T = `epochs` full-batch steps (default 100; [S2] Thm 17.5 suggests T = O((beta/alpha) log n)).
+* Noise: analytic Gaussian (Balle & Wang 2018, ALGORITHMS §12.3): valid for every epsilon; the
+  classical sqrt(2 ln(1.25/delta)) Delta/eps is not for eps >= 1 ([S2] only writes O(Delta^2 log(1/delta)/eps^2)).
+* Models without a Lipschitz/smoothness bound or non-convex ones (MLP, ridge): nominal G = 1,
+  beta_s = 1/4 (the logistic loss's) so the method can be plotted as [S3] does; claim "none"
+  (non-convex GD is not contractive, ALGORITHMS §0.4), and `convex_only` in AlgorithmInfo.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from dpbench.algorithms.base import AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, ledger, register
+from dpbench.algorithms.sgd import project_to_ball
+from dpbench.models.base import Model
+from dpbench.privacy import analytic_gaussian_sigma, gaussian_epsilon
+from dpbench.privacy.erm import output_gd_sensitivity, zzmw_sensitivity
+
+LIPSCHITZ_BOUNDS = ("paper", "data")
+NOMINAL_LIPSCHITZ = 1.0
+NOMINAL_SMOOTHNESS = 0.25
+_LR_TOL = 1e-12  # relative slack when comparing a user lr with 2/(beta + mu)
+
+
+@dataclass(frozen=True)
+class OutputGDPlan:
+    """Every constant of one run (what the ledger records)."""
+
+    steps: int  # T
+    lr: float
+    l2: float  # lambda = mu
+    smoothness: float  # beta = beta_s + lambda
+    data_lipschitz: float  # G
+    radius: float | None  # R (None: no projection)
+    lipschitz: float  # L used in the sensitivity
+    lipschitz_bound: str
+    max_lr: float | None  # 2 / (beta + mu); None when beta + mu = 0 (no limit)
+    sensitivity: float  # Delta_T
+    sensitivity_formula: str
+    zzmw_sensitivity: float | None  # 5 L (alpha + beta) / (n alpha beta), lambda > 0 only
+    zzmw_step_condition: bool  # lr <= 1/(alpha + beta), the premise of [S2] Thm 17.4
+    constants: str  # "model" or "nominal"
+
+
+def plan_output_gd(model: Model, n: int, *, epochs: int = 100, lr: float | None = None, l2: float | None = None,
+                   radius: float | None = None, lipschitz_bound: str = "paper") -> OutputGDPlan:
+    """Check the hyperparameters against the sensitivity proof and compute Delta_T."""
+    if lipschitz_bound not in LIPSCHITZ_BOUNDS:
+        raise ValueError(f"lipschitz_bound must be one of {', '.join(LIPSCHITZ_BOUNDS)}, got {lipschitz_bound!r}")
+    epochs = int(epochs)
+    if epochs < 1:
+        raise ValueError(f"epochs must be an integer >= 1, got {epochs}")
+    lam = model.l2 if l2 is None else float(l2)
+    if not (math.isfinite(lam) and lam >= 0):
+        raise ValueError(f"l2 must be >= 0, got {lam}")
+    constants = "model" if (model.lipschitz is not None and model.smoothness is not None) else "nominal"
+    G = float(model.lipschitz) if model.lipschitz is not None else NOMINAL_LIPSCHITZ
+    beta = (float(model.smoothness) if model.smoothness is not None else NOMINAL_SMOOTHNESS) + lam
+    if radius is None:
+        radius = G / lam if lam > 0 else None
+    elif not radius > 0:
+        raise ValueError(f"radius must be > 0, got {radius}")
+    L = G + lam * radius if (lipschitz_bound == "paper" and radius is not None) else G
+    max_lr = 2.0 / (beta + lam) if beta + lam > 0 else math.inf
+    if lr is None:
+        if not beta > 0:
+            raise ValueError("output_perturbation_gd: smoothness beta = 0, so the default lr = 1/beta is undefined; "
+                             "set lr")
+        lr = 1.0 / beta
+    elif not lr > 0:
+        raise ValueError(f"lr must be > 0, got {lr}")
+    elif lr > max_lr * (1 + _LR_TOL):
+        raise ValueError(f"output_perturbation_gd: lr={lr:g} exceeds 2/(beta+mu)={max_lr:g} (beta = beta_s + l2 = "
+                         f"{beta:g}, mu = l2 = {lam:g}); the contraction step of the sensitivity proof needs it")
+    lr = float(min(lr, max_lr))  # only trims round-off within the 1e-12 slack
+    sens = output_gd_sensitivity(L, n, lam, lr, epochs)
+    formula = "(2 L / (n mu)) (1 - (1 - lr mu)^T)" if lam > 0 else "2 lr L T / n"
+    zzmw = zzmw_sensitivity(L, n, lam, beta) if lam > 0 else None
+    return OutputGDPlan(steps=epochs, lr=lr, l2=lam, smoothness=beta, data_lipschitz=G, radius=radius,
+                        lipschitz=L, lipschitz_bound=lipschitz_bound,
+                        max_lr=max_lr if math.isfinite(max_lr) else None, sensitivity=float(sens),
+                        sensitivity_formula=formula, zzmw_sensitivity=zzmw,
+                        zzmw_step_condition=bool(lam > 0 and lr <= 1.0 / (lam + beta) * (1 + _LR_TOL)),
+                        constants=constants)
+
+
+def output_gd_core(model: Model, X: np.ndarray, y: np.ndarray, theta0: np.ndarray, *, steps: int, lr: float,
+                   l2: float, radius: float | None) -> np.ndarray:
+    """theta_T before noise: T projected full-batch GD steps on mean data loss + (l2/2)||theta||^2.
+
+    Deterministic given theta0; uses the model's vectorised `data_grad` plus l2 * theta (the model's
+    own l2 is replaced by `l2`).
+    """
+    theta = np.array(theta0, dtype=float)
+    X, y = np.asarray(X), np.asarray(y)
+    for _ in range(int(steps)):
+        g = model.data_grad(theta, X, y) + l2 * theta
+        theta = project_to_ball(theta - lr * g, radius)
+    return theta
+
+
+def fit_output_perturbation_gd(
+    problem: Problem,
+    privacy: PrivacyTarget,
+    rng: np.random.Generator,
+    *,
+    epochs: int = 100,
+    lr: float | None = None,
+    l2: float | None = None,
+    radius: float | None = None,
+    lipschitz_bound: str = "paper",
+) -> Fit:
+    model, n = problem.model, problem.n
+    if privacy.epsilon is None or privacy.delta is None:
+        raise ValueError("output_perturbation_gd is a private algorithm: it needs a target epsilon and delta")
+    eps, delta = float(privacy.epsilon), float(privacy.delta)
+    plan = plan_output_gd(model, n, epochs=epochs, lr=lr, l2=l2, radius=radius, lipschitz_bound=lipschitz_bound)
+    theta0 = model.init(rng)
+    theta = output_gd_core(model, problem.X, problem.y, theta0, steps=plan.steps, lr=plan.lr, l2=plan.l2,
+                           radius=plan.radius)
+    sens = plan.sensitivity
+    std = analytic_gaussian_sigma(eps, delta, sens)
+    kappa = rng.normal(0.0, std, size=theta.shape[0])
+    spent = {"analytic_gaussian": gaussian_epsilon(std, delta, sens)}  # recomputed from the std used
+
+    reasons = []
+    if not model.convex:
+        reasons.append(f"{model.name} is not convex (GD is not contractive)")
+    if plan.constants != "model":
+        reasons.append(f"{model.name} has no global Lipschitz/smoothness bound (nominal G={plan.data_lipschitz:g}, "
+                       f"beta_s={plan.smoothness - plan.l2:g} used)")
+    within = min(spent.values()) <= eps * (1 + 1e-9)
+    claim = "none" if reasons else ("valid" if within else "paper-only")
+    details = {"claim_reason": "the sensitivity proof does not apply: " + "; ".join(reasons)} if reasons else {}
+    plan_d = asdict(plan)
+    return Fit(theta=theta + kappa, trace=[], privacy=ledger(
+        private=True,
+        mechanism="output perturbation of projected full-batch GD ([S2] Alg. 1, ZZMW 2017), analytic Gaussian "
+                  "(Balle & Wang 2018)",
+        claim=claim,
+        target_epsilon=eps,
+        delta=delta,
+        epsilon_spent=spent,
+        adjacency="replace-one",
+        noise_std=std,
+        strong_convexity=plan.l2,
+        **plan_d,
+        **details,
+    ))
+
+
+register(AlgorithmInfo(
+    name="output_perturbation_gd",
+    title="Output perturbation of projected full-batch GD (ZZMW 2017 / [S2] Alg. 1), analytic Gaussian",
+    citation="Zhang, Zheng, Mou, Wang, Efficient Private ERM for Smooth Objectives, IJCAI 2017 (baseline [49] of "
+             "paper 003); paper 002 (CS325 lecture 17) Algorithm 1, Thm 17.4; ALGORITHMS.md §7",
+    private=True,
+    convex_only=True,
+    fit=fit_output_perturbation_gd,
+    params=(
+        HyperParam("epochs", int, 100, "T full-batch GD steps", minimum=1),
+        HyperParam("lr", float, None, "step size; none: 1/beta (beta = beta_s + l2). Must be <= 2/(beta + l2), "
+                   "else an error", minimum=0, exclusive_minimum=True, optional=True),
+        HyperParam("l2", float, None, "training L2 lambda (= strong convexity mu), replaces the model's l2 during "
+                   "training; none: the model's l2", minimum=0, optional=True),
+        HyperParam("radius", float, None, "projection radius R; none: G/lambda (no projection if lambda = 0)",
+                   minimum=0, exclusive_minimum=True, optional=True),
+        HyperParam("lipschitz_bound", str, "paper",
+                   "L in Delta: paper (G + lambda R, the regularised loss) or data (G: the regulariser cancels)",
+                   choices=LIPSCHITZ_BOUNDS),
+    ),
+))

@@ -1,0 +1,160 @@
+"""Closed-form noise scales and sensitivities of the DP-ERM perturbation methods (pure maths).
+
+One formula per function; each docstring cites the equation it implements. No I/O, no
+randomness. Every function validates its arguments and raises ValueError with a one-line reason.
+
+* [S3] = paper 003 (Kang et al., "Input Perturbation: a new paradigm between central and local
+  DP"), Theorems 1 and 3 -- ALGORITHMS.md §5;
+* KST12 = Kifer, Smith, Thakurta, COLT 2012, Gaussian objective perturbation -- ALGORITHMS.md §6
+  (constants also quoted in [S3] Table 1 row [29]);
+* [S2] = paper 002 (CS325 lecture 17 notes), Theorem 17.4 quoting Zhang, Zheng, Mou, Wang 2017
+  (ZZMW), and the [D] contraction bound of ALGORITHMS.md §7.
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = [
+    "input_perturbation_variance",
+    "kst_objective_variance",
+    "kst_regulariser",
+    "output_gd_sensitivity",
+    "zzmw_sensitivity",
+]
+
+
+# ---- validation (one-line reasons) ---------------------------------------------------------
+def _positive(name: str, value) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return value
+
+
+def _non_negative(name: str, value) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return value
+
+
+def _integer(name: str, value, minimum: int) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    try:
+        as_int = int(value)
+        ok = as_int == value
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok or as_int < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return as_int
+
+
+def _delta(value) -> float:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"delta must be a number in (0, 1), got {value!r}") from None
+    if not 0.0 < value < 1.0:
+        raise ValueError(f"delta must be in (0, 1), got {value!r}")
+    return value
+
+
+# ---- [S3] input perturbation ---------------------------------------------------------------
+def input_perturbation_variance(G: float, T: int, n: int, epsilon: float, delta: float, c: float = 1.0,
+                                strong_convexity: float | None = None) -> float:
+    """Variance sigma^2 of each feature-noise coordinate of [S3] Algorithm 1.
+
+    strongly convex ([S3] Theorem 1, eq. (9)), Delta = strong_convexity:
+        sigma^2 = c G^2 T log(1/delta) / (n (n - 1) sqrt(Delta) eps^2)
+    Polyak-Lojasiewicz ([S3] Theorem 3, eq. (12)), strong_convexity=None:
+        sigma^2 = c G^2 T log(1/delta) / (n (n - 1) eps^2)
+    c is "some constant" that [S3] never gives (proof, eqs. (29)-(32): it also absorbs the factor
+    sqrt(2 (l(theta_T) - l*)) that tends to 0 at convergence). log is natural. This reproduces the
+    paper's number; ALGORITHMS.md §5/§14.3 explain why it certifies nothing.
+    """
+    g = _positive("G", G)
+    t = _integer("T", T, 1)
+    n_int = _integer("n", n, 2)  # n (n - 1) > 0
+    eps = _positive("epsilon", epsilon)
+    d = _delta(delta)
+    cc = _positive("c", c)
+    variance = cc * g * g * t * math.log(1.0 / d) / (n_int * (n_int - 1) * eps * eps)
+    if strong_convexity is None:
+        return variance
+    return variance / math.sqrt(_positive("strong_convexity", strong_convexity))
+
+
+# ---- KST12 Gaussian objective perturbation -------------------------------------------------
+def kst_objective_variance(zeta: float, epsilon: float, delta: float) -> float:
+    """Variance beta of b ~ N(0, beta I_p) in KST12 Algorithm 1 (line 5), ALGORITHMS.md §6 step 2:
+
+        beta = zeta^2 (8 log(2/delta) + 4 eps) / eps^2
+             = 4 zeta^2 (log(4/delta^2) + eps) / eps^2   (the form of [S3] Table 1 row [29], up to O(.))
+
+    zeta bounds the per-example gradient norm ||grad l|| (logistic loss, ||x|| <= 1: zeta = 1).
+    """
+    z = _positive("zeta", zeta)
+    eps = _positive("epsilon", epsilon)
+    d = _delta(delta)
+    return z * z * (8.0 * math.log(2.0 / d) + 4.0 * eps) / (eps * eps)
+
+
+def kst_regulariser(lambda_H: float, epsilon: float) -> float:
+    """KST12's regulariser Delta = 2 lambda_H / eps (ALGORITHMS.md §6 step 1, taken with equality).
+
+    lambda_H bounds the eigenvalues of every per-example Hessian (logistic loss: 1/4, so
+    Delta = 1/(2 eps)). In the objective it appears as (Delta / (2n)) ||theta||^2.
+    """
+    return 2.0 * _positive("lambda_H", lambda_H) / _positive("epsilon", epsilon)
+
+
+# ---- output perturbation of full-batch GD --------------------------------------------------
+def output_gd_sensitivity(G: float, n: int, mu: float, lr: float, T: int) -> float:
+    """L2 sensitivity (replace-one) of theta_T of T projected full-batch GD steps, ALGORITHMS.md §7 [D].
+
+    mu > 0 (F mu-strongly convex, beta-smooth, lr <= 2/(beta + mu)):
+        Delta_T = (2 lr G / n) sum_{s<T} (1 - lr mu)^s = (2 G / (n mu)) (1 - (1 - lr mu)^T) <= 2G/(n mu)
+    mu = 0 (convex, lr <= 2/beta, GD non-expansive):
+        Delta_T = 2 lr G T / n
+    Each step injects at most (lr/n) ||grad l(theta; z) - grad l(theta; z')|| <= 2 lr G / n and
+    the GD map contracts by 1 - lr mu (C^2 loss: its Jacobian I - lr H has norm
+    max(|1 - lr mu|, |1 - lr beta|) = 1 - lr mu when lr <= 2/(beta + mu)); the projection is
+    non-expansive. The step condition involves beta, which this function does not take: the
+    caller checks it. Because beta >= mu, it implies lr mu <= 1, which is checked here.
+    """
+    g = _positive("G", G)
+    n_int = _integer("n", n, 1)
+    m = _non_negative("mu", mu)
+    eta = _positive("lr", lr)
+    t = _integer("T", T, 1)
+    if m == 0.0:
+        return 2.0 * eta * g * t / n_int
+    c = eta * m
+    if c > 1.0 + 1e-12:
+        raise ValueError(f"lr * mu must be <= 1 (implied by lr <= 2/(beta + mu)), got {c:g}")
+    shrink = 1.0 if c >= 1.0 else -math.expm1(t * math.log1p(-c))  # 1 - (1 - lr mu)^T, no cancellation
+    return 2.0 * g / (n_int * m) * shrink
+
+
+def zzmw_sensitivity(G: float, n: int, alpha: float, beta: float) -> float:
+    """[S2] Theorem 17.4 (quoting ZZMW 2017): Delta_T <= 5 L (alpha + beta) / (n alpha beta).
+
+    For an L-Lipschitz, beta-smooth, alpha-strongly convex loss and GD with constant step
+    eta <= 1/(alpha + beta), for any T. Looser than `output_gd_sensitivity` (which is <= 2L/(n alpha));
+    recorded for comparison only.
+    """
+    return (5.0 * _positive("G", G) * (_positive("alpha", alpha) + _positive("beta", beta))
+            / (_integer("n", n, 1) * alpha * beta))
