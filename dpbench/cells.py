@@ -109,6 +109,12 @@ class Cell:
     def key(self) -> str:
         return digest(self.identity())
 
+    def labels(self) -> dict:
+        """How this experiment names the cell in tables and figures (not part of its identity)."""
+        dataset_label = self.dataset_label or self.dataset
+        return {"label": self.label or self.algorithm, "dataset_label": dataset_label,
+                "dataset_panel": self.dataset_panel or dataset_label, "model_label": self.model_label or self.model}
+
     @property
     def data_seed(self) -> int:
         """Split/subsample seed: shared by every algorithm and model of one repetition."""
@@ -254,6 +260,29 @@ def save_privacy_memo(context: CellContext) -> None:
         atomic_write_text(path, json.dumps({**stored, **entries}))
 
 
+def trace_metrics(trace: list[dict], model, dataset, lstar: float | None = None) -> list[dict]:
+    """A fit's trace as stored: each iterate snapshot {"step", "theta"} becomes {"step", <metrics>}.
+
+    Algorithms never see the test split, so they record iterates (`trace_every`) and every metric
+    of `metrics.evaluate` (estimation error, test loss, ...) is computed here, on each snapshot,
+    plus the optimality gap train_loss - L* when L* is known (exact for convex models; the curves
+    table's gap may lower a non-convex L* further, ALGORITHMS.md §0.2). Entries without "theta"
+    (e.g. DP-SGD's training-loss trace) are kept as they are.
+    """
+    from dpbench import metrics
+
+    out = []
+    for entry in trace:
+        if "theta" not in entry:
+            out.append(entry)
+            continue
+        values = metrics.evaluate(model, np.asarray(entry["theta"], dtype=float), dataset)
+        if lstar is not None:
+            values["optimality_gap"] = values["train_loss"] - lstar
+        out.append({"step": int(entry["step"]), **{k: _json_float(v) for k, v in values.items()}})
+    return out
+
+
 def run_cell(cell: Cell, context: CellContext = CellContext()) -> dict:
     """Load data, build the model, fit, evaluate: the record stored for this cell."""
     from dpbench import algorithms, data, metrics, models
@@ -276,18 +305,17 @@ def run_cell(cell: Cell, context: CellContext = CellContext()) -> dict:
         privacy["claim"] = "none"
         privacy["claim_reason"] = f"{cell.algorithm}'s proof needs a convex loss; {cell.model} is not convex"
     return {
-        "key": cell.key,
-        "algorithm": cell.algorithm, "label": cell.label or cell.algorithm, "params": dict(cell.params),
-        "dataset": cell.dataset, "dataset_label": cell.dataset_label or cell.dataset,
-        "dataset_panel": cell.dataset_panel or cell.dataset_label or cell.dataset,
-        "dataset_options": dict(cell.dataset_options),
-        "model": cell.model, "model_label": cell.model_label or cell.model, "model_options": dict(cell.model_options),
+        "key": cell.key, **cell.labels(),
+        "algorithm": cell.algorithm, "params": dict(cell.params),
+        "dataset": cell.dataset, "dataset_options": dict(cell.dataset_options),
+        "model": cell.model, "model_options": dict(cell.model_options),
         "epsilon": cell.epsilon, "delta_spec": cell.delta, "delta": delta, "rep": cell.rep, "seed": cell.seed,
         "problem": cell.problem_key, "n_train": dataset.n_train, "n_val": int(dataset.X_val.shape[0]),
-        "n_test": int(dataset.X_test.shape[0]), "n_params": model.n_params, "lstar": lstar,
+        "n_test": int(dataset.X_test.shape[0]), "n_features": dataset.n_features, "n_params": model.n_params,
+        "lstar": lstar,
         "population_lstar": population_lstar,
         "metrics": {k: _json_float(v) for k, v in metrics.evaluate(model, fit.theta, dataset).items()},
-        "privacy": privacy, "trace": fit.trace, "fit_seconds": fit_seconds,
+        "privacy": privacy, "trace": trace_metrics(fit.trace, model, dataset, lstar), "fit_seconds": fit_seconds,
         "data_files": {f"{Path(f['path']).parent.name}/{Path(f['path']).name}": f["sha256"]
                        for f in dataset.provenance.get("files", [])},
     }

@@ -94,7 +94,7 @@ def run(specs, profile, jobs, backend, scheduler, data_dir, no_progress, force, 
         out = pipeline.render(exp, results=results, summary=summary)
         click.echo(f"== {exp.name} [{exp.profile}]")
         _report(exp, out)
-        click.echo(f"results: {out.folder}/ (runs.csv, curves.csv, manifest.json, "
+        click.echo(f"results: {out.folder}/ (runs.csv.gz, curves.csv, manifest.json, "
                    f"{', '.join(p.name for p in out.figures if p.suffix == '.png') or 'no figures'})")
     click.echo(f"cells: {summary.total} total, {summary.ran} run, {summary.reused} reused, "
                f"{len(summary.failed)} failed; wall time {time.perf_counter() - started:.1f} s")

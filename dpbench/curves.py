@@ -37,6 +37,7 @@ def runs_table(records: list[dict]) -> pd.DataFrame:
                                  "epsilon", "delta", "rep", "problem", "n_train", "n_test", "n_params", "lstar",
                                  "fit_seconds")}
         row["dataset_panel"] = r.get("dataset_panel") or r["dataset_label"]
+        row["n_features"] = r.get("n_features", np.nan)  # cells stored before it existed lack it
         row["population_lstar"] = r.get("population_lstar")
         row["params"] = json.dumps(r["params"], sort_keys=True)
         row.update(r["metrics"])
@@ -133,6 +134,7 @@ def curves_table(selected: dict[str, pd.DataFrame]) -> pd.DataFrame:
             rows.append({**dict(zip(GROUP, keys)), "algorithm": group["algorithm"].iloc[0],
                          "dataset_panel": group["dataset_panel"].iloc[0], "n_train": float(group["n_train"].mean()),
                          "n_params": int(group["n_params"].iloc[0]), "delta": group["delta"].mean(),
+                         "n_features": group["n_features"].iloc[0] if "n_features" in group else np.nan,
                          "dataset": group["dataset"].iloc[0], "model": group["model"].iloc[0],
                          "params": group["params"].iloc[0], "selected_by": group["selected_by"].iloc[0],
                          "candidates": int(group["candidates"].iloc[0]),
@@ -164,3 +166,49 @@ def summary_table(curves: pd.DataFrame, metric: str) -> pd.DataFrame:
 
 
 __all__ = ["runs_table", "select", "selected_by_metric", "curves_table", "summary_table", "METRICS"]
+
+
+def traces_table(records: list[dict]) -> pd.DataFrame:
+    """Long table of per-iteration traces: one row per (cell key, step, metric) with its value.
+
+    Built from the `trace` of every finished cell (cells.trace_metrics turns iterate snapshots
+    into metrics); empty when no algorithm of the experiment records a trace.
+    """
+    rows = []
+    for r in records:
+        if r.get("status") != "ok":
+            continue
+        for entry in r.get("trace") or []:
+            step = entry.get("step")
+            rows.extend({"key": r["key"], "step": step, "metric": k, "value": v}
+                        for k, v in entry.items() if k != "step" and v is not None)
+    return pd.DataFrame(rows, columns=["key", "step", "metric", "value"])
+
+
+def trace_curves(selected: dict[str, pd.DataFrame], traces: pd.DataFrame) -> pd.DataFrame:
+    """Mean, std, sem, count of each metric per (algorithm, dataset, model, epsilon, step).
+
+    Uses the same hyperparameter selection as `curves_table` (the runs `selected` for that metric),
+    so a curve over iterations and the curve point of its final iterate describe the same fits.
+    """
+    columns = [*GROUP, "algorithm", "dataset_panel", "model", "metric", "step", "mean", "std", "sem", "count",
+               "dp_claim"]  # the selected params are in the curves table
+    parts = []
+    for metric, runs in selected.items():
+        values = traces[traces["metric"] == metric]
+        if runs.empty or values.empty:
+            continue
+        meta = runs[[*GROUP, "key", "algorithm", "dataset_panel", "model", "dp_claim"]]
+        joined = values.merge(meta, on="key")
+        grouped = joined.groupby([*GROUP, "step"], dropna=False, sort=True)
+        stats = grouped["value"].agg(["mean", "std", "count"]).reset_index()
+        stats["std"] = stats["std"].fillna(0.0)
+        stats["sem"] = stats["std"] / np.sqrt(stats["count"])
+        first = grouped[["algorithm", "dataset_panel", "model"]].first().reset_index(drop=True)
+        claims = grouped["dp_claim"].agg(lambda c: "/".join(sorted(set(c.dropna())))).reset_index(drop=True)
+        stats = pd.concat([stats, first, claims.rename("dp_claim")], axis=1)
+        stats["metric"] = metric
+        parts.append(stats)
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    return pd.concat(parts, ignore_index=True)[columns]

@@ -140,6 +140,18 @@ def metric_over_n(curves: pd.DataFrame, metric: str, stem: str | Path, title: st
     (least squares in log space) to the private curves of that epsilon: the rate's *shape* is the
     claim, its constant is not given.
     """
+    return _metric_over_size(curves, metric, stem, "n_train", "training set size n", title, algorithm_order,
+                             reference)
+
+
+def metric_over_d(curves: pd.DataFrame, metric: str, stem: str | Path, title: str = "",
+                  algorithm_order: list[str] | None = None, reference: str | None = None) -> list[Path]:
+    """As `metric_over_n`, over the number of features d of a dataset swept over `d` (paper 004 Fig. 3)."""
+    return _metric_over_size(curves, metric, stem, "n_features", "dimension d", title, algorithm_order, reference)
+
+
+def _metric_over_size(curves: pd.DataFrame, metric: str, stem: str | Path, x: str, x_label: str, title: str,
+                      algorithm_order: list[str] | None, reference: str | None) -> list[Path]:
     part = curves[curves["metric"] == metric]
     if part.empty:
         return []
@@ -158,41 +170,97 @@ def metric_over_n(curves: pd.DataFrame, metric: str, stem: str | Path, title: st
             panel = part[(part["dataset_panel"] == panel_name) & (part["model_label"] == model)]
             for label in labels:
                 for eps, line in panel[panel["label"] == label].groupby("epsilon", dropna=False, sort=True):
-                    line = line.sort_values("n_train")
-                    n = line["n_train"].to_numpy(dtype=float)
+                    line = line.sort_values(x)
+                    xs = line[x].to_numpy(dtype=float)
                     mean, std = line["mean"].to_numpy(), line["std"].to_numpy()
                     lo, hi = np.maximum(mean - std, GAP_FLOOR), np.maximum(mean + std, GAP_FLOOR)
                     private = not pd.isna(eps)
-                    ax.plot(n, np.maximum(mean, GAP_FLOOR), color=colours[label], linewidth=1.5,
+                    ax.plot(xs, np.maximum(mean, GAP_FLOOR), color=colours[label], linewidth=1.5,
                             linestyle=_claim_style(line) if private else "--",
                             marker=markers.get(eps, "o") if private else None, markersize=4,
                             label=f"{label}, ε = {eps:g}" if private else label)
-                    ax.fill_between(n, lo, hi, color=colours[label], alpha=0.15, linewidth=0)
+                    ax.fill_between(xs, lo, hi, color=colours[label], alpha=0.15, linewidth=0)
             if reference == "dpsco_rate":
-                for eps in eps_values:
-                    priv = panel[(panel["epsilon"] == eps)]
-                    if priv.empty:
-                        continue
-                    n = np.sort(priv["n_train"].unique())
-                    delta = float(priv["delta"].iloc[0])
-                    d = float(priv["n_params"].iloc[0])
-                    shape = dpsco_rate(priv["n_train"].to_numpy(float), d, eps, delta)
-                    ok = priv["mean"].to_numpy() > 0
-                    if not ok.any():
-                        continue
-                    const = float(np.exp(np.mean(np.log(priv["mean"].to_numpy()[ok] / shape[ok]))))
-                    ax.plot(n, const * dpsco_rate(n, d, eps, delta), color="0.5", linewidth=1.2,
-                            linestyle=(0, (6, 2, 1, 2, 1, 2)), marker=markers.get(eps, "o"), markersize=3,
-                            markerfacecolor="none", label=f"rate c(d log(1/δ)/(n²ε²) + 1/n), ε = {eps:g}")
+                _draw_dpsco_rate(ax, panel, eps_values, markers)
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_title(f"{panel_name} · {model}", fontsize=10)
             ax.grid(True, which="both", alpha=0.25)
             if r == len(models) - 1:
-                ax.set_xlabel("training set size n")
+                ax.set_xlabel(x_label)
             if c == 0:
                 ax.set_ylabel(METRICS.get(metric, (metric,))[0])
     return _finish(fig, axes, width, title, stem)
 
 
-FIGURE_FUNCTIONS = {"metric_over_epsilon": metric_over_epsilon, "metric_over_n": metric_over_n}
+def _draw_dpsco_rate(ax, panel: pd.DataFrame, eps_values: list[float], markers: dict) -> None:
+    """Per epsilon, c (d log(1/delta)/(n^2 eps^2) + 1/n) with c fitted in log space to that epsilon's curves."""
+    for eps in eps_values:
+        priv = panel[(panel["epsilon"] == eps)]
+        if priv.empty:
+            continue
+        n = np.sort(priv["n_train"].unique())
+        delta = float(priv["delta"].iloc[0])
+        d = float(priv["n_params"].iloc[0])
+        shape = dpsco_rate(priv["n_train"].to_numpy(float), d, eps, delta)
+        ok = priv["mean"].to_numpy() > 0
+        if not ok.any():
+            continue
+        const = float(np.exp(np.mean(np.log(priv["mean"].to_numpy()[ok] / shape[ok]))))
+        ax.plot(n, const * dpsco_rate(n, d, eps, delta), color="0.5", linewidth=1.2,
+                linestyle=(0, (6, 2, 1, 2, 1, 2)), marker=markers.get(eps, "o"), markersize=3,
+                markerfacecolor="none", label=f"rate c(d log(1/δ)/(n²ε²) + 1/n), ε = {eps:g}")
+
+
+def metric_over_iterations(traces: pd.DataFrame, metric: str, stem: str | Path, title: str = "",
+                           algorithm_order: list[str] | None = None, reference: str | None = None) -> list[Path]:
+    """Paper 004 Figs. 1-2: metric over iterations, one panel per (dataset, model) row x epsilon column.
+
+    Reads a trace-curves table (curves.trace_curves). Every private algorithm is drawn in the
+    panel of its epsilon, non-private ones (dashed) in every column, each with a ±1 std band
+    over seeds. Log y for loss/error metrics.
+    """
+    part = traces[traces["metric"] == metric]
+    if part.empty:
+        return []
+    rows = list(dict.fromkeys(zip(part["dataset_label"], part["model_label"])))
+    eps_values = sorted(part["epsilon"].dropna().unique()) or [np.nan]
+    labels = algorithm_order or list(dict.fromkeys(part["label"]))
+    labels = list(dict.fromkeys(lab for lab in labels if lab in set(part["label"])))
+    colours = _colours(labels)
+    width = max(4.2 * len(eps_values), 7.5)
+    fig, axes = plt.subplots(len(rows), len(eps_values), figsize=(width, 3.3 * len(rows)), squeeze=False)
+    for r, (dataset, model) in enumerate(rows):
+        panel = part[(part["dataset_label"] == dataset) & (part["model_label"] == model)]
+        for c, eps in enumerate(eps_values):
+            ax = axes[r][c]
+            for label in labels:
+                mine = panel[panel["label"] == label]
+                private = mine["epsilon"].notna().any()
+                line = mine[mine["epsilon"] == eps] if private else mine
+                if line.empty:
+                    continue
+                line = line.sort_values("step")
+                steps = line["step"].to_numpy(dtype=float)
+                mean, std = line["mean"].to_numpy(), line["std"].to_numpy()
+                lo, hi = mean - std, mean + std
+                if metric in LOG_METRICS:
+                    mean, lo, hi = (np.maximum(v, GAP_FLOOR) for v in (mean, lo, hi))
+                ax.plot(steps, mean, color=colours[label], linewidth=1.5, label=label,
+                        linestyle=_claim_style(line) if private else "--")
+                ax.fill_between(steps, lo, hi, color=colours[label], alpha=0.15, linewidth=0)
+            if metric in LOG_METRICS:
+                ax.set_yscale("log")
+            ax.set_title(f"{dataset} · {model}" + ("" if pd.isna(eps) else f" · ε = {eps:g}"), fontsize=10)
+            ax.grid(True, which="both", alpha=0.25)
+            if r == len(rows) - 1:
+                ax.set_xlabel("iteration")
+            if c == 0:
+                ax.set_ylabel(METRICS.get(metric, (metric,))[0])
+    return _finish(fig, axes, width, title, stem)
+
+
+FIGURE_FUNCTIONS = {"metric_over_epsilon": metric_over_epsilon, "metric_over_n": metric_over_n,
+                    "metric_over_d": metric_over_d, "metric_over_iterations": metric_over_iterations}
+#: figure kinds drawn from the trace curves (curves.trace_curves) instead of the curves table
+TRACE_FIGURES = {"metric_over_iterations"}

@@ -28,6 +28,8 @@ Schema (every key but datasets/models/algorithms/epsilons is optional):
       - {name: accuracy, kind: metric_over_epsilon, metric: accuracy, title: ...}
       - {name: small, metric: accuracy, datasets: [iris]}   # only these dataset labels/panels
       - {name: rate, kind: metric_over_n, metric: excess_population_risk, reference: dpsco_rate}
+      - {name: over-d, kind: metric_over_d, metric: estimation_error}        # a dataset swept over d
+      - {name: iters, kind: metric_over_iterations, metric: estimation_error}  # needs trace_every
     optimum: {restarts: 2, maxiter: 500}   # L-BFGS budget of the L* estimate for non-convex models
     profiles:                        # named overrides of top-level keys (dicts merge, lists replace)
       ci: {seeds: 2, epsilons: [0.5, 2]}
@@ -54,7 +56,7 @@ from dpbench.metrics import METRICS, SELECTION_METRICS
 TOP_KEYS = ("name", "description", "paper", "seed", "seeds", "datasets", "models", "algorithms", "epsilons",
             "delta", "metrics", "selection", "figures", "optimum", "profiles")
 OPTIMUM_DEFAULTS = {"maxiter": 500, "restarts": 2}
-FIGURE_KINDS = ("metric_over_epsilon", "metric_over_n")
+FIGURE_KINDS = ("metric_over_epsilon", "metric_over_n", "metric_over_d", "metric_over_iterations")  # plots.FIGURE_FUNCTIONS
 SWEEP_KEYS = ("n", "d")  # dataset options a `sweep:` may vary
 REFERENCES = ("dpsco_rate",)  # reference lines a figure may draw (plots.REFERENCE_LINES)
 DEFAULT_PROFILE = "full"

@@ -3,7 +3,7 @@
 Layout of results/<experiment>/:
   cells/<key>.json       one record per cell (status ok or error); local cache, not committed
   cells/optimum-*.json   L* per (data split, model)
-  runs.csv, curves.csv, manifest.json, <figure>.png/.pdf   for the full profile
+  runs.csv.gz, curves.csv, manifest.json, <figure>.png/.pdf   for the full profile
   profiles/<profile>/... the same tables and figures for any other profile
 Every file is written to a temporary file in the same folder and renamed over the target
 (os.replace is atomic on POSIX), so a crash never leaves a half-written file that a later read

@@ -16,10 +16,10 @@ def test_run_writes_tables_manifest_and_figures_then_reuses(tiny_spec, tmp_path,
     first = CliRunner().invoke(main, args)
     assert first.exit_code == 0, first.output
     folder = results / "tiny"
-    for name in ("runs.csv", "curves.csv", "manifest.json", "accuracy.png", "accuracy.pdf",
+    for name in ("runs.csv.gz", "curves.csv", "manifest.json", "accuracy.png", "accuracy.pdf",
                  "optimality_gap.png", "optimality_gap.pdf"):
         assert (folder / name).is_file(), name
-    runs = pd.read_csv(folder / "runs.csv")
+    runs = pd.read_csv(folder / "runs.csv.gz")
     assert len(runs) == 10 and set(runs["dp_claim"]) == {"valid", "none"}
     curves = pd.read_csv(folder / "curves.csv")
     assert set(curves["metric"]) == {"accuracy", "optimality_gap"}

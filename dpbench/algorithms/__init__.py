@@ -1,6 +1,9 @@
 """Registered algorithms. Importing this package registers every algorithm module."""
 
-from dpbench.algorithms import bolt_on, dp_lssgd, dpsgd, gradient_perturbation, input_perturbation, nonprivate, objective_perturbation, output_perturbation, pidp  # noqa: F401,E501  (registration side effect)
+from dpbench.algorithms import (  # noqa: F401  (registration side effect)
+    bolt_on, bun_steinke, dp_lssgd, dpsgd, gradient_perturbation, input_perturbation, nonprivate,
+    objective_perturbation, output_perturbation, pidp, robust_gd, sample_aggregate,
+)
 from dpbench.algorithms.base import REGISTRY, AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem
 
 
