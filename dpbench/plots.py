@@ -83,6 +83,13 @@ def metric_over_epsilon(curves: pd.DataFrame, metric: str, stem: str | Path, tit
     return _finish(fig, axes, width, title, stem)
 
 
+def _log_band(mean: np.ndarray, std: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mean, mean - std, mean + std) for a log axis: floored at GAP_FLOOR, and the lower edge at a
+    tenth of the mean, so a spread as wide as the mean does not stretch the axis over decades."""
+    mean = np.maximum(mean, GAP_FLOOR)
+    return mean, np.maximum(mean - std, mean / 10), np.maximum(mean + std, GAP_FLOOR)
+
+
 def _finish(fig, axes, width: float, title: str, stem: str | Path) -> list[Path]:
     """Shared legend, claim-style footer and title below/above the panels; save png and pdf."""
     handles, names = [], []
@@ -155,41 +162,40 @@ def _metric_over_size(curves: pd.DataFrame, metric: str, stem: str | Path, x: st
     part = curves[curves["metric"] == metric]
     if part.empty:
         return []
-    panels = list(dict.fromkeys(part["dataset_panel"]))
-    models = list(dict.fromkeys(part["model_label"]))
+    combos = list(dict.fromkeys(zip(part["dataset_panel"], part["model_label"])))  # panels that have data
     labels = algorithm_order or list(dict.fromkeys(part["label"]))
     labels = list(dict.fromkeys(lab for lab in labels if lab in set(part["label"])))
     colours = _colours(labels)
     eps_values = sorted(part["epsilon"].dropna().unique())
     markers = dict(zip(eps_values, "osD^vP*X"))
-    width = max(4.8 * len(panels), 7.5)
-    fig, axes = plt.subplots(len(models), len(panels), figsize=(width, 3.8 * len(models)), squeeze=False)
-    for r, model in enumerate(models):
-        for c, panel_name in enumerate(panels):
-            ax = axes[r][c]
-            panel = part[(part["dataset_panel"] == panel_name) & (part["model_label"] == model)]
-            for label in labels:
-                for eps, line in panel[panel["label"] == label].groupby("epsilon", dropna=False, sort=True):
-                    line = line.sort_values(x)
-                    xs = line[x].to_numpy(dtype=float)
-                    mean, std = line["mean"].to_numpy(), line["std"].to_numpy()
-                    lo, hi = np.maximum(mean - std, GAP_FLOOR), np.maximum(mean + std, GAP_FLOOR)
-                    private = not pd.isna(eps)
-                    ax.plot(xs, np.maximum(mean, GAP_FLOOR), color=colours[label], linewidth=1.5,
-                            linestyle=_claim_style(line) if private else "--",
-                            marker=markers.get(eps, "o") if private else None, markersize=4,
-                            label=f"{label}, ε = {eps:g}" if private else label)
-                    ax.fill_between(xs, lo, hi, color=colours[label], alpha=0.15, linewidth=0)
-            if reference == "dpsco_rate":
-                _draw_dpsco_rate(ax, panel, eps_values, markers)
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.set_title(f"{panel_name} · {model}", fontsize=10)
-            ax.grid(True, which="both", alpha=0.25)
-            if r == len(models) - 1:
-                ax.set_xlabel(x_label)
-            if c == 0:
-                ax.set_ylabel(METRICS.get(metric, (metric,))[0])
+    width = max(4.8 * len(combos), 7.5)
+    fig, axes = plt.subplots(1, len(combos), figsize=(width, 3.8), squeeze=False)
+    for c, (panel_name, model) in enumerate(combos):
+        ax = axes[0][c]
+        panel = part[(part["dataset_panel"] == panel_name) & (part["model_label"] == model)]
+        for label in labels:
+            for eps, line in panel[panel["label"] == label].groupby("epsilon", dropna=False, sort=True):
+                line = line.sort_values(x)
+                xs = line[x].to_numpy(dtype=float)
+                mean, lo, hi = _log_band(line["mean"].to_numpy(), line["std"].to_numpy())
+                private = not pd.isna(eps)
+                ax.plot(xs, mean, color=colours[label], linewidth=1.5,
+                        linestyle=_claim_style(line) if private else "--",
+                        marker=markers.get(eps, "o") if private else None, markersize=4,
+                        label=f"{label}, ε = {eps:g}" if private else label)
+                ax.fill_between(xs, lo, hi, color=colours[label], alpha=0.15, linewidth=0)
+        if reference == "dpsco_rate":
+            _draw_dpsco_rate(ax, panel, eps_values, markers)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        sizes = np.sort(panel[x].dropna().unique())
+        ax.set_xticks(sizes, [f"{v:,.0f}" for v in sizes], fontsize=8)  # the swept values, not decades
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        ax.set_title(f"{panel_name} · {model}", fontsize=10)
+        ax.grid(True, which="both", alpha=0.25)
+        ax.set_xlabel(x_label)
+        if c == 0:
+            ax.set_ylabel(METRICS.get(metric, (metric,))[0])
     return _finish(fig, axes, width, title, stem)
 
 
@@ -243,9 +249,7 @@ def metric_over_iterations(traces: pd.DataFrame, metric: str, stem: str | Path, 
                 line = line.sort_values("step")
                 steps = line["step"].to_numpy(dtype=float)
                 mean, std = line["mean"].to_numpy(), line["std"].to_numpy()
-                lo, hi = mean - std, mean + std
-                if metric in LOG_METRICS:
-                    mean, lo, hi = (np.maximum(v, GAP_FLOOR) for v in (mean, lo, hi))
+                mean, lo, hi = _log_band(mean, std) if metric in LOG_METRICS else (mean, mean - std, mean + std)
                 ax.plot(steps, mean, color=colours[label], linewidth=1.5, label=label,
                         linestyle=_claim_style(line) if private else "--")
                 ax.fill_between(steps, lo, hi, color=colours[label], alpha=0.15, linewidth=0)

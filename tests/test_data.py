@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from dpbench import data
 from dpbench.data import synthetic, uci
@@ -422,3 +423,28 @@ def test_synthetic_heavy_features_and_normalize() -> None:
     ds = data.load("synthetic_logistic", n=5000, features="student_t", normalize=True)
     X, _ = _all(ds)
     assert np.linalg.norm(X, axis=1).max() <= 1 + 1e-12 and ds.provenance["norm_bound"] == 1.0
+
+
+def _hill_tail_index(values: np.ndarray, k: int) -> float:
+    """Hill's estimator of alpha in P(X > x) ~ x^-alpha from the k largest values."""
+    top = np.sort(values)[-(k + 1):]
+    return 1.0 / np.mean(np.log(top[1:] / top[0]))
+
+
+def test_synthetic_noise_and_features_have_the_stated_tails() -> None:
+    """Paper 004 §6 laws (ALGORITHMS.md §10.7): log-logistic(0, sigma) has tail index 1/sigma,
+    log(log-normal) is normal, Student-t(3) features have tail index 3."""
+    rng = np.random.default_rng(0)
+    sigma = 0.4
+    shift = np.pi * sigma / np.sin(np.pi * sigma)  # E[Delta] of LogLogistic(0, sigma)
+    delta = synthetic.loglogistic_noise(rng, 400_000, 0.0, sigma) + shift
+    assert _hill_tail_index(delta, 2_000) == pytest.approx(1.0 / sigma, rel=0.1)
+    e = synthetic.lognormal_noise(rng, 400_000, 0.0, 1.0)
+    log_delta = np.log(e + np.exp(0.5))
+    assert stats.kstest(log_delta, "norm").pvalue > 0.01
+    kurtosis = np.mean((e - e.mean()) ** 4) / e.var() ** 2 - 3.0  # 110.9 in theory, slow to converge
+    assert kurtosis > 20
+    X, _ = _all(data.load("synthetic_linear", seed=1, n=200_000, features="student_t"))
+    assert _hill_tail_index(np.abs(X).ravel(), 4_000) == pytest.approx(3.0, rel=0.15)
+    gaussian, _ = _all(data.load("synthetic_linear", seed=1, n=200_000))
+    assert _hill_tail_index(np.abs(gaussian).ravel(), 4_000) > 6  # light tails: no power law

@@ -167,7 +167,7 @@ def fit_objective_perturbation(
     *,
     maxiter: int = 200,
 ) -> Fit:
-    model, n = problem.model, problem.n
+    model = problem.model
     if privacy.epsilon is None or privacy.delta is None:
         raise ValueError("objective_perturbation is a private algorithm: it needs a target epsilon and delta")
     eps, delta = float(privacy.epsilon), float(privacy.delta)

@@ -107,6 +107,8 @@ from dp_accounting import dp_event
 from dp_accounting.pld import pld_privacy_accountant
 from dp_accounting.rdp import rdp_privacy_accountant
 
+from dpbench.privacy.checks import integer, positive, unit_interval
+
 __all__ = [
     "ACCOUNTANTS",
     "CALIBRATION_REL_TOL",
@@ -150,47 +152,16 @@ _LN_GAUSS_TAIL = 10.0  # sqrt(2*50): the library truncates Gaussian tails at mas
 # =============================================================================================
 # input validation
 # =============================================================================================
-def _positive(name: str, value) -> float:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a positive number, got {value!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return value
-
-
 def _delta(value) -> float:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"delta must be a number in (0, 1), got {value!r}") from None
-    if not 0.0 < value < 1.0:
-        raise ValueError(f"delta must be in (0, 1), got {value!r}")
-    return value
+    return unit_interval("delta", value)
 
 
 def _rate(value) -> float:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"sampling_rate must be a number in (0, 1], got {value!r}") from None
-    if not 0.0 < value <= 1.0:
-        raise ValueError(f"sampling_rate must be in (0, 1], got {value!r}")
-    return value
+    return unit_interval("sampling_rate", value, include_one=True)
 
 
 def _steps(value) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"steps must be an integer >= 1, got {value!r}")
-    try:
-        as_int = int(value)
-        ok = as_int == value
-    except (TypeError, ValueError, OverflowError):
-        ok = False
-    if not ok or as_int < 1:
-        raise ValueError(f"steps must be an integer >= 1, got {value!r}")
-    return as_int
+    return integer("steps", value, 1)
 
 
 def _accountant(value) -> str:
@@ -381,7 +352,7 @@ def dpsgd_epsilon(noise_multiplier: float, sampling_rate: float, steps: int, del
     ``sampling_rate`` q = expected batch / n (``q == 1``: plain Gaussian, full batch).
     ``accountant``: ``"rdp"`` (default) or ``"pld"`` (tighter; slower at small q, large T).
     """
-    z = _positive("noise_multiplier", noise_multiplier)
+    z = positive("noise_multiplier", noise_multiplier)
     q = _rate(sampling_rate)
     t = _steps(steps)
     d = _delta(delta)
@@ -507,7 +478,7 @@ def calibrate_dpsgd_noise(target_epsilon: float, delta: float, sampling_rate: fl
     rounded to 12 significant digits (the same (q, T, eps, delta) recurs across seeds).
     Raises ValueError if no noise multiplier reaches the target.
     """
-    target = _positive("target_epsilon", target_epsilon)
+    target = positive("target_epsilon", target_epsilon)
     d = _delta(delta)
     q = _rate(sampling_rate)
     t = _steps(steps)
@@ -576,9 +547,9 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1
     Phi(Delta/(2s) - eps s/Delta) - e^eps Phi(-Delta/(2s) - eps s/Delta) <= delta, solved by
     bisection (relative precision 1e-14); the returned s always satisfies it.  Valid for all eps > 0.
     """
-    eps = _positive("epsilon", epsilon)
+    eps = positive("epsilon", epsilon)
     d = _delta(delta)
-    sens = _positive("sensitivity", sensitivity)
+    sens = positive("sensitivity", sensitivity)
     return sens / _gdp_mu(eps, d)
 
 
@@ -587,9 +558,9 @@ def gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0, steps
 
     They compose exactly to mu-GDP with mu = sqrt(steps) * sensitivity / sigma (ALGORITHMS 12.2).
     """
-    s = _positive("sigma", sigma)
+    s = positive("sigma", sigma)
     d = _delta(delta)
-    sens = _positive("sensitivity", sensitivity)
+    sens = positive("sensitivity", sensitivity)
     t = _steps(steps)
     return _gdp_epsilon(math.sqrt(t) * sens / s, d)
 
@@ -609,9 +580,9 @@ def classical_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 
     Only proven for eps < 1 (Dwork & Roth Thm A.1); the papers use it up to eps = 3, where it is
     not a valid guarantee by itself.  Prefer :func:`analytic_gaussian_sigma` (always valid, smaller).
     """
-    eps = _positive("epsilon", epsilon)
+    eps = positive("epsilon", epsilon)
     d = _delta(delta)
-    sens = _positive("sensitivity", sensitivity)
+    sens = positive("sensitivity", sensitivity)
     return sens * math.sqrt(2.0 * math.log(1.25 / d)) / eps
 
 
@@ -628,8 +599,8 @@ def pidp_contribution_sigma(lipschitz: float, rounds: int, n: int, zeta: float, 
     """
     if isinstance(rounds, bool) or int(rounds) != rounds or rounds < 1:
         raise ValueError(f"rounds must be an integer >= 1, got {rounds!r}")
-    sensitivity = 2.0 * _positive("lipschitz", lipschitz) / (_positive("n", n) * _positive("zeta", zeta))
-    return classical_gaussian_sigma(_positive("epsilon2", epsilon2) / rounds, _delta(delta2) / rounds,
+    sensitivity = 2.0 * positive("lipschitz", lipschitz) / (positive("n", n) * positive("zeta", zeta))
+    return classical_gaussian_sigma(positive("epsilon2", epsilon2) / rounds, _delta(delta2) / rounds,
                                     sensitivity=sensitivity)
 
 
@@ -640,12 +611,12 @@ def paper_dpsgd_sigma(lipschitz: float, steps: int, n: int, epsilon: float, delt
     The paper never gives c, and the formula is Abadi's asymptotic bound outside its validity
     regime (ALGORITHMS section 1): for reference only; calibrate with :func:`calibrate_dpsgd_noise`.
     """
-    g = _positive("lipschitz", lipschitz)
+    g = positive("lipschitz", lipschitz)
     t = _steps(steps)
     n_int = _steps(n)
-    eps = _positive("epsilon", epsilon)
+    eps = positive("epsilon", epsilon)
     d = _delta(delta)
-    cc = _positive("c", c)
+    cc = positive("c", c)
     return cc * g * math.sqrt(t * math.log(1.0 / d)) / (n_int * eps)
 
 
@@ -657,13 +628,13 @@ def zcdp_to_dp(rho: float, delta: float) -> float:
     and applies the improved RDP->DP conversion, which is tighter (measured at delta = 1e-5:
     0.51x this value at rho = 1e-6, 0.66x at 1e-4, 0.79x at 1e-2, 0.89x at 0.5, 0.94x at 5).
     """
-    r = _positive("rho", rho)
+    r = positive("rho", rho)
     d = _delta(delta)
     return r + 2.0 * math.sqrt(r * math.log(1.0 / d))
 
 
 def add_remove_to_replace_one(epsilon: float, delta: float) -> tuple[float, float]:
     """Add/remove-one (eps, delta)-DP => replace-one (2 eps, (1 + e^eps) delta)-DP (group privacy)."""
-    eps = _positive("epsilon", epsilon)
+    eps = positive("epsilon", epsilon)
     d = _delta(delta)
     return 2.0 * eps, (1.0 + math.exp(eps)) * d

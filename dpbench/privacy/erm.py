@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import math
 
+from dpbench.privacy.checks import integer, non_negative, positive, unit_interval
+
 __all__ = [
     "input_perturbation_variance",
     "kst_objective_variance",
@@ -22,54 +24,6 @@ __all__ = [
     "output_gd_sensitivity",
     "zzmw_sensitivity",
 ]
-
-
-# ---- validation (one-line reasons) ---------------------------------------------------------
-def _positive(name: str, value) -> float:
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return value
-
-
-def _non_negative(name: str, value) -> float:
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}") from None
-    if not (math.isfinite(value) and value >= 0):
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    return value
-
-
-def _integer(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    try:
-        as_int = int(value)
-        ok = as_int == value
-    except (TypeError, ValueError, OverflowError):
-        ok = False
-    if not ok or as_int < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return as_int
-
-
-def _delta(value) -> float:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"delta must be a number in (0, 1), got {value!r}") from None
-    if not 0.0 < value < 1.0:
-        raise ValueError(f"delta must be in (0, 1), got {value!r}")
-    return value
 
 
 # ---- [S3] input perturbation ---------------------------------------------------------------
@@ -85,16 +39,16 @@ def input_perturbation_variance(G: float, T: int, n: int, epsilon: float, delta:
     sqrt(2 (l(theta_T) - l*)) that tends to 0 at convergence). log is natural. This reproduces the
     paper's number; ALGORITHMS.md §5/§14.3 explain why it certifies nothing.
     """
-    g = _positive("G", G)
-    t = _integer("T", T, 1)
-    n_int = _integer("n", n, 2)  # n (n - 1) > 0
-    eps = _positive("epsilon", epsilon)
-    d = _delta(delta)
-    cc = _positive("c", c)
+    g = positive("G", G)
+    t = integer("T", T, 1)
+    n_int = integer("n", n, 2)  # n (n - 1) > 0
+    eps = positive("epsilon", epsilon)
+    d = unit_interval("delta", delta)
+    cc = positive("c", c)
     variance = cc * g * g * t * math.log(1.0 / d) / (n_int * (n_int - 1) * eps * eps)
     if strong_convexity is None:
         return variance
-    return variance / math.sqrt(_positive("strong_convexity", strong_convexity))
+    return variance / math.sqrt(positive("strong_convexity", strong_convexity))
 
 
 # ---- KST12 Gaussian objective perturbation -------------------------------------------------
@@ -106,9 +60,9 @@ def kst_objective_variance(zeta: float, epsilon: float, delta: float) -> float:
 
     zeta bounds the per-example gradient norm ||grad l|| (logistic loss, ||x|| <= 1: zeta = 1).
     """
-    z = _positive("zeta", zeta)
-    eps = _positive("epsilon", epsilon)
-    d = _delta(delta)
+    z = positive("zeta", zeta)
+    eps = positive("epsilon", epsilon)
+    d = unit_interval("delta", delta)
     return z * z * (8.0 * math.log(2.0 / d) + 4.0 * eps) / (eps * eps)
 
 
@@ -118,7 +72,7 @@ def kst_regulariser(lambda_H: float, epsilon: float) -> float:
     lambda_H bounds the eigenvalues of every per-example Hessian (logistic loss: 1/4, so
     Delta = 1/(2 eps)). In the objective it appears as (Delta / (2n)) ||theta||^2.
     """
-    return 2.0 * _positive("lambda_H", lambda_H) / _positive("epsilon", epsilon)
+    return 2.0 * positive("lambda_H", lambda_H) / positive("epsilon", epsilon)
 
 
 # ---- output perturbation of full-batch GD --------------------------------------------------
@@ -135,11 +89,11 @@ def output_gd_sensitivity(G: float, n: int, mu: float, lr: float, T: int) -> flo
     non-expansive. The step condition involves beta, which this function does not take: the
     caller checks it. Because beta >= mu, it implies lr mu <= 1, which is checked here.
     """
-    g = _positive("G", G)
-    n_int = _integer("n", n, 1)
-    m = _non_negative("mu", mu)
-    eta = _positive("lr", lr)
-    t = _integer("T", T, 1)
+    g = positive("G", G)
+    n_int = integer("n", n, 1)
+    m = non_negative("mu", mu)
+    eta = positive("lr", lr)
+    t = integer("T", T, 1)
     if m == 0.0:
         return 2.0 * eta * g * t / n_int
     c = eta * m
@@ -156,5 +110,5 @@ def zzmw_sensitivity(G: float, n: int, alpha: float, beta: float) -> float:
     eta <= 1/(alpha + beta), for any T. Looser than `output_gd_sensitivity` (which is <= 2L/(n alpha));
     recorded for comparison only.
     """
-    return (5.0 * _positive("G", G) * (_positive("alpha", alpha) + _positive("beta", beta))
-            / (_integer("n", n, 1) * alpha * beta))
+    return (5.0 * positive("G", G) * (positive("alpha", alpha) + positive("beta", beta))
+            / (integer("n", n, 1) * alpha * beta))

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import math
 
+from dpbench.privacy.checks import integer, positive, unit_interval
+
 __all__ = ["BST14_CONSTANT", "bst14_sigma", "bst14_sigma_sum", "wyx17_classical_sigma"]
 
 #: the constant of BST14 Alg. 1 line 1 as quoted by ALGORITHMS.md §8 (tag [M]: BST14's text was
@@ -25,20 +27,8 @@ __all__ = ["BST14_CONSTANT", "bst14_sigma", "bst14_sigma_sum", "wyx17_classical_
 BST14_CONSTANT = 32.0
 
 
-def _pos(name: str, value: float) -> float:
-    value = float(value)
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return value
-
-
 def _check(G: float, n: int, epsilon: float, delta: float) -> tuple[float, int, float, float]:
-    if isinstance(n, bool) or int(n) != n or n < 1:
-        raise ValueError(f"n must be an integer >= 1, got {n!r}")
-    delta = float(delta)
-    if not 0.0 < delta < 1.0:
-        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
-    return _pos("G", G), int(n), _pos("epsilon", epsilon), delta
+    return positive("G", G), integer("n", n, 1), positive("epsilon", epsilon), unit_interval("delta", delta)
 
 
 def bst14_sigma_sum(G: float, n: int, epsilon: float, delta: float) -> float:
@@ -77,7 +67,6 @@ def wyx17_classical_sigma(G: float, T: int, n: int, epsilon: float, delta: float
     ``gaussian_epsilon(s, delta, 2G/n, T)`` says it buys.
     """
     G, n, eps, delta = _check(G, n, epsilon, delta)
-    if isinstance(T, bool) or int(T) != T or T < 1:
-        raise ValueError(f"T must be an integer >= 1, got {T!r}")
-    cc = _pos("c", c)
+    T = integer("T", T, 1)
+    cc = positive("c", c)
     return math.sqrt(cc * T * math.log(1.0 / delta)) * G / (n * eps)

@@ -66,6 +66,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from dpbench.privacy.checks import integer, positive, unit_interval
 from scipy.special import ndtr
 
 __all__ = [
@@ -103,41 +105,6 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
 # ---- validation (one-line reasons) ---------------------------------------------------------
-def _positive(name: str, value) -> float:
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}") from None
-    if not (math.isfinite(out) and out > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return out
-
-
-def _integer(name: str, value, minimum: int = 1) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    try:
-        out = int(value)
-        ok = out == value
-    except (TypeError, ValueError, OverflowError):
-        ok = False
-    if not ok or out < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return out
-
-
-def _unit_interval(name: str, value) -> float:
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number in (0, 1), got {value!r}") from None
-    if isinstance(value, bool) or not 0.0 < out < 1.0:
-        raise ValueError(f"{name} must be in (0, 1), got {value!r}")
-    return out
-
-
 def _finite_array(name: str, value) -> np.ndarray:
     arr = np.asarray(value, dtype=np.float64)
     if not np.all(np.isfinite(arr)):
@@ -274,8 +241,8 @@ def robust_sum(U, scale: float, beta: float) -> np.ndarray:
     For callers that accumulate the estimator over row blocks (the algorithm loop does, so the
     per-example gradients of a block stay in cache); same validation and numerics as `robust_mean`.
     """
-    s = _positive("scale", scale)
-    beta_m = _positive("beta", beta)
+    s = positive("scale", scale)
+    beta_m = positive("beta", beta)
     U = np.asarray(U, dtype=np.float64)
     if U.ndim not in (1, 2) or U.shape[0] < 1:
         raise ValueError(f"U must be an (n, d) or (n,) array with n >= 1, got shape {U.shape}")
@@ -313,15 +280,15 @@ def robust_scale(n: int, v: float, delta_prime: float) -> float:
     n: number of rows averaged (the batch size B in the minibatch variant); v: the known bound on
     E[(grad_j l(w, x))^2] ([S4] Assumption 4); delta': the failure probability of Lemma 3.
     """
-    n_int = _integer("n", n, 1)
-    vv = _positive("v", v)
-    dp = _unit_interval("delta_prime", delta_prime)
+    n_int = integer("n", n, 1)
+    vv = positive("v", v)
+    dp = unit_interval("delta_prime", delta_prime)
     return math.sqrt(n_int * vv / (2.0 * math.log(1.0 / dp)))
 
 
 def robust_beta(delta_prime: float, rule: str = "log") -> float:
     """beta_m: "log" = log(1/delta') ([S4] Alg. 4 line 1), "2log" = 2 log(1/delta') ([S4] Lemma 3, Holland)."""
-    dp = _unit_interval("delta_prime", delta_prime)
+    dp = unit_interval("delta_prime", delta_prime)
     if rule not in BETA_RULES:
         raise ValueError(f"beta rule must be one of {', '.join(BETA_RULES)}, got {rule!r}")
     return (1.0 if rule == "log" else 2.0) * math.log(1.0 / dp)
@@ -334,9 +301,9 @@ def robust_mean_sensitivity(scale: float, n: int, d: int) -> float:
     moves by at most (4sqrt2/3) s / n, and the d-vector by sqrt(d) times that (ALGORITHMS §10.4).
     Only the data part: a data-independent term added afterwards (the model's l2 * w) does not count.
     """
-    s = _positive("scale", scale)
-    n_int = _integer("n", n, 1)
-    d_int = _integer("d", d, 1)
+    s = positive("scale", scale)
+    n_int = integer("n", n, 1)
+    d_int = integer("d", d, 1)
     return 4.0 * SQRT2 / 3.0 * s * math.sqrt(d_int) / n_int
 
 
@@ -347,8 +314,8 @@ def alg4_eps_tilde(epsilon: float, delta: float) -> float:
     The zCDP budget rho with rho + 2 sqrt(rho log(1/delta)) = eps (ALGORITHMS §12.4), evaluated as
     eps^2 / (sqrt(L + eps) + sqrt(L))^2, L = log(1/delta) (same value, no cancellation).
     """
-    eps = _positive("epsilon", epsilon)
-    dl = _unit_interval("delta", delta)
+    eps = positive("epsilon", epsilon)
+    dl = unit_interval("delta", delta)
     L = math.log(1.0 / dl)
     return eps**2 / (math.sqrt(L + eps) + math.sqrt(L)) ** 2
 
@@ -360,12 +327,12 @@ def alg4_sigma(v: float, d: int, steps: int, n: int, delta_prime: float, eps_til
     T steps at sensitivity `robust_mean_sensitivity(robust_scale(n, v, delta'), n, d)` are
     eps_tilde-zCDP. n is the batch size B in the minibatch variant.
     """
-    vv = _positive("v", v)
-    d_int = _integer("d", d, 1)
-    t = _integer("steps", steps, 1)
-    n_int = _integer("n", n, 1)
-    dp = _unit_interval("delta_prime", delta_prime)
-    et = _positive("eps_tilde", eps_tilde)
+    vv = positive("v", v)
+    d_int = integer("d", d, 1)
+    t = integer("steps", steps, 1)
+    n_int = integer("n", n, 1)
+    dp = unit_interval("delta_prime", delta_prime)
+    et = positive("eps_tilde", eps_tilde)
     return math.sqrt(8.0 * vv * d_int * t / (9.0 * math.log(1.0 / dp) * n_int * et))
 
 
@@ -375,7 +342,7 @@ def alg4_rho(sigma: float, sensitivity: float, steps: int) -> float:
     ALGORITHMS §12.4 (Gaussian is Delta^2/(2 sigma^2)-zCDP; zCDP adds under composition); convert
     with `dpbench.privacy.zcdp_to_dp(rho, delta)`.
     """
-    sg = _positive("sigma", sigma)
-    sens = _positive("sensitivity", sensitivity)
-    t = _integer("steps", steps, 1)
+    sg = positive("sigma", sigma)
+    sens = positive("sensitivity", sensitivity)
+    t = integer("steps", steps, 1)
     return t * sens * sens / (2.0 * sg * sg)
