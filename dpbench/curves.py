@@ -172,12 +172,14 @@ def traces_table(records: list[dict]) -> pd.DataFrame:
     """Long table of per-iteration traces: one row per (cell key, step, metric) with its value.
 
     Built from the `trace` of every finished cell (cells.trace_metrics turns iterate snapshots
-    into metrics); empty when no algorithm of the experiment records a trace.
+    into metrics), each cell key once; empty when no algorithm of the experiment records a trace.
     """
     rows = []
+    seen: set[str] = set()
     for r in records:
-        if r.get("status") != "ok":
+        if r.get("status") != "ok" or r["key"] in seen:  # a cell shared by two spec entries: once
             continue
+        seen.add(r["key"])
         for entry in r.get("trace") or []:
             step = entry.get("step")
             rows.extend({"key": r["key"], "step": step, "metric": k, "value": v}

@@ -158,13 +158,19 @@ def render(exp: Experiment, *, results: str | Path = "results", summary: runner.
     records = _records(exp, results)
     runs, selected, data_files = _runs_and_selection(exp, results, records)
     curves = curves_mod.curves_table(selected)
-    traces = curves_mod.trace_curves(selected, curves_mod.traces_table(records))
+    long_traces = curves_mod.traces_table(records)
+    traces = curves_mod.trace_curves(selected, long_traces)
     folder.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes_via(folder / RUNS_FILE, lambda tmp: runs.to_csv(tmp, index=False, compression="gzip"))
     atomic_write_bytes_via(folder / "curves.csv", lambda tmp: curves.to_csv(tmp, index=False, float_format="%.10g"))
     if not traces.empty:  # per-iteration curves of the selected fits (algorithms with trace_every)
         atomic_write_bytes_via(folder / "trace_curves.csv.gz",
                                lambda tmp: traces.to_csv(tmp, index=False, float_format="%.6g", compression="gzip"))
+    if not long_traces.empty:  # every traced cell, every step and metric (local, like cells/)
+        named = long_traces.merge(runs[["key", "label", "dataset_label", "model_label", "epsilon", "rep", "params"]],
+                                  on="key")
+        atomic_write_bytes_via(folder / "traces.csv.gz",
+                               lambda tmp: named.to_csv(tmp, index=False, float_format="%.6g", compression="gzip"))
     figures: list[Path] = []
     order = [a.label for a in exp.algorithms]
     for fig in exp.figures:

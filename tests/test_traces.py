@@ -74,3 +74,14 @@ def test_metric_over_iterations_draws_one_column_per_epsilon(tmp_path):
                                          algorithm_order=["private", "baseline"])
     assert [p.suffix for p in paths] == [".png", ".pdf"] and all(p.stat().st_size > 0 for p in paths)
     assert plots.metric_over_iterations(pd.DataFrame(rows), "test_loss", tmp_path / "none") == []
+
+
+def test_a_cell_shared_by_two_spec_entries_counts_once_per_entry():
+    """A figure's dataset and the same point of a sweep share one stored cell (same key): its trace
+    enters the traces table once, and each entry's curve counts it once."""
+    first = _record("a0", "alg", 1.0, 0, {"lr": 1}, [1.0, 0.5, 0.2], 0.1)
+    second = {**first, "dataset_label": "d sweep", "dataset_panel": "sweep"}
+    traces = traces_table([first, second])
+    assert len(traces) == 3
+    curves = trace_curves(selected_by_metric(runs_table([first, second]), ("estimation_error",)), traces)
+    assert sorted(set(curves["dataset_label"])) == ["d", "d sweep"] and (curves["count"] == 1).all()
