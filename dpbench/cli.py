@@ -195,10 +195,7 @@ def plot(spec, profile, results) -> None:
     from dpbench import pipeline
 
     exp = _load_spec(spec, profile)
-    out = pipeline.render(exp, results=results)
-    if out.runs.empty:
-        raise DpbenchError(f"no stored cells for {exp.name} [{exp.profile}] under {results}/; "
-                           f"run `dpbench run {spec}` first")
+    out = pipeline.render(exp, results=results)  # raises, writing nothing, when no cell is stored
     _report(exp, out)
     click.echo(f"figures: {', '.join(str(p) for p in out.figures)}")
 

@@ -7,6 +7,7 @@ algorithm logic and no formulas.
 from __future__ import annotations
 
 import functools
+import gzip
 import json
 import platform
 import subprocess
@@ -21,7 +22,7 @@ import pandas as pd
 from dpbench import curves as curves_mod
 from dpbench import plots, runner
 from dpbench.cells import CellContext, optimum_path, prepare_optimum, run_cell
-from dpbench.errors import DataError
+from dpbench.errors import DataError, DpbenchError
 from dpbench.spec import DEFAULT_PROFILE, Experiment
 from dpbench.store import ResultStore, RoutedStore, atomic_write_bytes_via, atomic_write_text
 
@@ -156,21 +157,22 @@ def render(exp: Experiment, *, results: str | Path = "results", summary: runner.
     """
     folder = output_folder(exp, results)
     records = _records(exp, results)
+    if not records:  # never overwrite stored tables and figures (e.g. committed ones) with empty ones
+        raise DpbenchError(f"no stored cells for {exp.name} [{exp.profile}] under {results}/; "
+                           f"run `dpbench run {exp.source if not exp.source.startswith('<') else 'SPEC'}` first")
     runs, selected, data_files = _runs_and_selection(exp, results, records)
     curves = curves_mod.curves_table(selected)
     long_traces = curves_mod.traces_table(records)
     traces = curves_mod.trace_curves(selected, long_traces)
     folder.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes_via(folder / RUNS_FILE, lambda tmp: runs.to_csv(tmp, index=False, compression="gzip"))
+    _write_csv_gz(folder / RUNS_FILE, runs)
     atomic_write_bytes_via(folder / "curves.csv", lambda tmp: curves.to_csv(tmp, index=False, float_format="%.10g"))
     if not traces.empty:  # per-iteration curves of the selected fits (algorithms with trace_every)
-        atomic_write_bytes_via(folder / "trace_curves.csv.gz",
-                               lambda tmp: traces.to_csv(tmp, index=False, float_format="%.6g", compression="gzip"))
+        _write_csv_gz(folder / "trace_curves.csv.gz", traces, float_format="%.6g")
     if not long_traces.empty:  # every traced cell, every step and metric (local, like cells/)
         named = long_traces.merge(runs[["key", "label", "dataset_label", "model_label", "epsilon", "rep", "params"]],
                                   on="key")
-        atomic_write_bytes_via(folder / "traces.csv.gz",
-                               lambda tmp: named.to_csv(tmp, index=False, float_format="%.6g", compression="gzip"))
+        _write_csv_gz(folder / "traces.csv.gz", named, float_format="%.6g")
     figures: list[Path] = []
     order = [a.label for a in exp.algorithms]
     for fig in exp.figures:
@@ -182,6 +184,13 @@ def render(exp: Experiment, *, results: str | Path = "results", summary: runner.
                         reference=fig.reference)
     atomic_write_text(folder / "manifest.json", json.dumps(manifest(exp, runs, summary, data_files), indent=2, default=str))
     return Outputs(folder=folder, runs=runs, curves=curves, figures=figures)
+
+
+def _write_csv_gz(path: Path, table: pd.DataFrame, **to_csv) -> None:
+    """Gzipped CSV without a timestamp or file name in its header: the same table gives the same
+    bytes, so a re-render leaves committed tables unchanged (atomic write)."""
+    data = gzip.compress(table.to_csv(index=False, **to_csv).encode(), mtime=0)
+    atomic_write_bytes_via(path, lambda tmp: Path(tmp).write_bytes(data))
 
 
 def _version(package: str) -> str | None:

@@ -116,7 +116,9 @@ def _finish(fig, axes, width: float, title: str, stem: str | Path) -> list[Path]
     paths = []
     for suffix in (".png", ".pdf"):
         path = stem.with_suffix(suffix)
-        atomic_write_bytes_via(path, lambda tmp, s=suffix: fig.savefig(tmp, dpi=130, format=s[1:]))
+        # no creation date in the PDF: the same curves give the same bytes (no churn on re-render)
+        meta = {"CreationDate": None} if suffix == ".pdf" else {}
+        atomic_write_bytes_via(path, lambda tmp, s=suffix, m=meta: fig.savefig(tmp, dpi=130, format=s[1:], metadata=m))
         paths.append(path)
     plt.close(fig)
     return paths

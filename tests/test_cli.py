@@ -81,3 +81,13 @@ def test_missing_data_is_one_line_exit_2(tiny_spec, tmp_path):
                                     "--data", str(tmp_path / "empty")])
     assert out.exit_code == 2, out.output
     assert len(out.stderr.strip().splitlines()) == 1 and str(tmp_path / "empty") in out.stderr
+
+
+def test_plot_without_stored_cells_is_one_line_and_leaves_existing_files_alone(tiny_spec, tmp_path):
+    folder = tmp_path / "results" / "tiny"
+    folder.mkdir(parents=True)
+    (folder / "curves.csv").write_text("committed curves\n")
+    out = CliRunner().invoke(main, ["plot", str(tiny_spec), "--results", str(tmp_path / "results")])
+    assert out.exit_code == 2 and "no stored cells" in out.stderr and "dpbench run" in out.stderr
+    assert (folder / "curves.csv").read_text() == "committed curves\n"
+    assert sorted(p.name for p in folder.iterdir()) == ["curves.csv"]
