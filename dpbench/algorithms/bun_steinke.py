@@ -88,6 +88,7 @@ import numpy as np
 
 from dpbench.algorithms.base import AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, ledger, register
 from dpbench.algorithms.sgd import project_to_ball
+from dpbench.privacy import checks
 from dpbench.privacy.smooth_sensitivity import (
     EPS_C_MAX,
     VARIANTS,
@@ -117,17 +118,11 @@ PRINTED_DEFECTS = (
 
 
 def _int_param(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer)) or int(value) != value \
-            or value < minimum:
-        raise ValueError(f"{NAME}: {name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+    return checks.integer(f"{NAME}: {name}", value, minimum)
 
 
 def _positive(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(value) or not value > 0:
-        raise ValueError(f"{NAME}: {name} must be a finite number > 0, got {value!r}")
-    return float(value)
+    return checks.positive(f"{NAME}: {name}", value)
 
 
 def fit_bun_steinke(

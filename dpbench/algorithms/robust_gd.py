@@ -89,7 +89,6 @@ is ALGORITHMS §10.4's: n -> B, no amplification).
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -107,6 +106,7 @@ from dpbench.algorithms.base import (
 from dpbench.algorithms.sgd import project_to_ball
 from dpbench.models.base import Model
 from dpbench.privacy import gaussian_epsilon, zcdp_to_dp
+from dpbench.privacy import checks
 from dpbench.privacy.robust_mean import (
     BETA_RULES,
     BLOCK_ENTRIES,
@@ -143,36 +143,22 @@ class RobustGDPlan:
     trace_every: int
 
 
-def _int_param(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer)) or not math.isfinite(value) \
-            or int(value) != value or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def _positive_param(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) \
-            or not math.isfinite(value) or not value > 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
-
-
 def plan_robust_gd(model: Model, n: int, *, algorithm: str, steps: int = 50, lr: float | None = None,
                    v: float = 1.0, delta_prime: float = 0.01, beta_m: str = "log", radius: float | None = None,
                    batch_size: int | None = None, trace_every: int = 0) -> RobustGDPlan:
     """Validate the hyperparameters (one-line ValueErrors naming `algorithm`) and compute s, beta_m, lr."""
     try:
-        steps = _int_param("steps", steps, 1)
-        trace_every = _int_param("trace_every", trace_every, 0)
-        v = _positive_param("v", v)
+        steps = checks.integer("steps", steps, 1)
+        trace_every = checks.integer("trace_every", trace_every, 0)
+        v = checks.positive("v", v)
         if isinstance(delta_prime, bool) or not isinstance(delta_prime, (int, float)) or not 0 < delta_prime < 1:
             raise ValueError(f"delta_prime must be in (0, 1), got {delta_prime!r}")
         if beta_m not in BETA_RULES:
             raise ValueError(f"beta_m must be one of {', '.join(BETA_RULES)}, got {beta_m!r}")
         if radius is not None:
-            radius = _positive_param("radius", radius)
+            radius = checks.positive("radius", radius)
         if batch_size is not None:
-            batch_size = _int_param("batch_size", batch_size, 1)
+            batch_size = checks.integer("batch_size", batch_size, 1)
             if batch_size > n:
                 raise ValueError(f"batch_size must be <= the number of training rows {n}, got {batch_size}")
         if lr is None:
@@ -181,7 +167,7 @@ def plan_robust_gd(model: Model, n: int, *, algorithm: str, steps: int = 50, lr:
             else:
                 lr, lr_source = DEFAULT_LR_NO_SMOOTHNESS, "constant (model has no smoothness bound)"
         else:
-            lr, lr_source = _positive_param("lr", lr), "lr"
+            lr, lr_source = checks.positive("lr", lr), "lr"
     except ValueError as exc:
         raise ValueError(f"{algorithm}: {exc}") from None
     rows = n if batch_size is None else batch_size

@@ -69,6 +69,7 @@ import numpy as np
 import pandas as pd
 
 from dpbench.data import preprocess, uci
+from dpbench.data.uci import _abs, _one_line, _stat_key  # one definition of the file helpers
 from dpbench.data.base import Dataset
 from dpbench.errors import DataError
 
@@ -114,19 +115,6 @@ def how_to_get(explicit: bool = False) -> str:
         f"the file is user-supplied (not on UCI/ucimlrepo, never downloaded): download {FILE} from "
         f"Kaggle data set '{KAGGLE}' ({URL}; needs a Kaggle login) and {where}"
     )
-
-
-def _abs(path: pathlib.Path) -> str:
-    return str(path.expanduser().absolute())
-
-
-def _one_line(text: object) -> str:
-    return " ".join(str(text).split())
-
-
-def _stat_key(path: pathlib.Path) -> tuple[str, int, int]:
-    st = path.stat()
-    return str(path.resolve()), int(st.st_size), int(st.st_mtime_ns)
 
 
 def _validate(options: dict) -> dict:
