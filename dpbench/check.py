@@ -14,6 +14,8 @@ Tolerance per curve point (mean over seeds), in this order:
          compared with the spread between seeds. Measured: a 10% larger DP-SGD noise moves the
          curve means by < 0.5 unpaired standard errors, so an unpaired rule could not see it.
 missing (in the reference, not produced) and new (produced, not in the reference) also fail.
+A point with a single seed (an audit's lower bound, a one-seed profile) has no spread to judge a
+move by: anything beyond `same` is DRIFT.
 """
 
 from __future__ import annotations
@@ -76,6 +78,8 @@ def compare(new: pd.DataFrame, reference: pd.DataFrame, *, k: float = DEFAULT_K,
                 status = "same"
             elif set(a.index) != set(b.index):
                 status = "DRIFT"  # the seeds differ: the profile itself changed
+            elif d.size == 1:
+                status = "DRIFT"  # one seed (e.g. an audit's bound): no spread to excuse a move
             else:
                 status = "within" if z <= k else "DRIFT"
             row.update(status=status, delta=delta, se=se, z=z)

@@ -1,4 +1,4 @@
-"""The `dpbench` command line: run, plot, list, data verify, privacy epsilon/calibrate.
+"""The `dpbench` command line: run, plot, check, audit, list, data verify, privacy epsilon/calibrate.
 
 User errors (bad YAML, missing data, bad arguments) print one line `error: ...` and exit 2;
 failed cells make `run` exit 1 after listing them; everything else is a bug and shows a traceback.
@@ -94,7 +94,8 @@ def run(specs, profile, jobs, backend, scheduler, data_dir, no_progress, force, 
         out = pipeline.render(exp, results=results, summary=summary)
         click.echo(f"== {exp.name} [{exp.profile}]")
         _report(exp, out)
-        click.echo(f"results: {out.folder}/ (runs.csv.gz, curves.csv, manifest.json, "
+        tables = [name for name in ("runs.csv.gz", "curves.csv", "audits.csv") if (out.folder / name).is_file()]
+        click.echo(f"results: {out.folder}/ ({', '.join(tables + ['manifest.json'])}, "
                    f"{', '.join(p.name for p in out.figures if p.suffix == '.png') or 'no figures'})")
     click.echo(f"cells: {summary.total} total, {summary.ran} run, {summary.reused} reused, "
                f"{len(summary.failed)} failed; wall time {time.perf_counter() - started:.1f} s")
@@ -183,6 +184,11 @@ def _report(exp, out) -> None:
             if not table.empty:
                 click.echo(f"\n{metric} (mean ± std over seeds; columns: epsilon)")
                 click.echo(table.to_string())
+        if out.audits is not None and not out.audits.empty:
+            click.echo("\naudits (lower bounds at the stated confidence; broken = lower bound above the claim)")
+            shown = [c for c in ("label", "canary", "claimed_epsilon", "claim", "adjacency", "epsilon_lower_bound",
+                                 "ceiling", "broken", "trials", "seconds") if c in out.audits]
+            click.echo(out.audits[shown].to_string(index=False, float_format=lambda v: f"{v:.3g}"))
     click.echo("")
 
 
@@ -332,6 +338,118 @@ def calibrate(target, accountant, delta, sampling_rate, batch_size, n, steps, ep
     click.echo(f"  noise multiplier z = {z:.6g}")
     for name, value in report.items():
         click.echo(f"  epsilon spent ({name.upper()}): {value:.6g}")
+
+
+def _key_values(pairs, option: str) -> dict:
+    """`k=v` strings -> dict; values parsed as int, float, true/false/null, else kept as strings."""
+    out = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep or not name.strip():
+            raise DpbenchError(f"{option}: expected NAME=VALUE, got {pair!r}")
+        text = text.strip()
+        lowered = text.lower()
+        value: object
+        if lowered in ("true", "false"):
+            value = lowered == "true"
+        elif lowered in ("null", "none", "~"):
+            value = None
+        else:
+            try:
+                value = int(text)
+            except ValueError:
+                try:
+                    value = float(text)
+                except ValueError:
+                    value = text
+        out[name.strip()] = value
+    return out
+
+
+@main.command()
+@click.option("--algorithm", required=True, help="registered algorithm to audit (see `dpbench list algorithms`)")
+@click.option("--dataset", default=None, help="dataset of the base rows (not for self-contained canaries such as "
+                                              "pidp_constant)")
+@click.option("--model", default="logreg", show_default=True, help="model (see `dpbench list models`)")
+@click.option("--eps", "epsilon", default=None, type=click.FloatRange(0, min_open=True),
+              help="target epsilon (required for a private algorithm)")
+@click.option("--delta", default=1e-5, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              help="target delta (also the delta of the bound)")
+@click.option("--trials", required=True, type=click.IntRange(min=4),
+              help="trainings per side (half choose the test, half estimate its error rates)")
+@click.option("--canary", default="spare_feature", show_default=True,
+              help="canary recipe: spare_feature, pidp_constant, input_shared_intercept, input_per_example "
+                   "(dpbench.audit.CANARIES)")
+@click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="algorithm hyperparameter (repeatable; "
+              "overrides the canary recipe's recommended value)")
+@click.option("--model-option", "model_options", multiple=True, metavar="NAME=VALUE", help="model option (repeatable)")
+@click.option("--dataset-option", "dataset_options", multiple=True, metavar="NAME=VALUE",
+              help="dataset option (repeatable)")
+@click.option("--rows", default=None, type=click.IntRange(min=2), help="base rows (default: the recipe's, e.g. 1000)")
+@click.option("--alpha", default=0.05, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              help="1 - confidence of the bound")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="seed of data and fits")
+@click.option("--jobs", "-j", default=1, show_default=True, type=click.IntRange(min=1), help="parallel workers")
+@click.option("--backend", default="loky", show_default=True,
+              type=click.Choice(["loky", "threading", "sequential", "dask"]), help="joblib backend (as for run)")
+@click.option("--scheduler", default=None, metavar="ADDRESS", help="dask scheduler address (--backend dask)")
+@click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False), help=DATA_HELP)
+@click.option("--results", default="results", show_default=True, type=click.Path(file_okay=False),
+              help="fits are cached under RESULTS/.cache/audits")
+@click.option("--force", is_flag=True, help="recompute cached fits")
+@click.option("--no-progress", is_flag=True, help="no progress bar")
+def audit(algorithm, dataset, model, epsilon, delta, trials, canary, params, model_options, dataset_options, rows,
+          alpha, seed, jobs, backend, scheduler, data_dir, results, force, no_progress) -> None:
+    """Empirical lower bound on an algorithm's epsilon (ALGORITHMS.md §11).
+
+    Trains the algorithm --trials times on data D0 and as often on D1 = D0 with one crafted
+    canary record added (or swapped in, following the adjacency the algorithm claims), and
+    scores each model by what it learnt about the canary. A threshold test chosen on half of
+    the runs and counted on the other half bounds epsilon from below with Clopper-Pearson
+    confidence: a bound above the claimed epsilon refutes the claim.
+    """
+    from dpbench import audit as audit_mod
+
+    setup = audit_mod.AuditSetup.create(
+        algorithm, params=_key_values(params, "--param"), dataset=dataset,
+        dataset_options=_key_values(dataset_options, "--dataset-option"), model=model,
+        model_options=_key_values(model_options, "--model-option"), epsilon=epsilon, delta=delta, trials=trials,
+        canary=canary, rows=rows, alpha=alpha, seed=seed)
+    result = audit_mod.run_audit(setup, data_dir=data_dir, results=results, jobs=jobs, backend=backend,
+                                 scheduler=scheduler, progress=not no_progress, force=force)
+    click.echo(format_audit(result))
+
+
+def format_audit(result) -> str:
+    """The `dpbench audit` report of one AuditResult (a few lines)."""
+    s = result.setup
+    where = f"{s.dataset} ({result.rows} base rows)" if s.dataset else f"the recipe's own data ({result.rows} rows)"
+    params = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in result.params.items()) \
+        or "defaults"
+    confidence = f"{100 * result.confidence:g}%"
+    if result.claimed_epsilon is None:
+        claimed = f"none ({s.algorithm} claims no epsilon; claim: {result.claim})"
+    else:
+        claimed = f"{result.claimed_epsilon:g} at delta = {s.delta:g} (claim: {result.claim})"
+    test = "above" if result.direction > 0 else "below"
+    lines = [
+        f"audit: {s.algorithm} [{params}] on {where}, model {s.model}, canary {s.canary}, "
+        f"adjacency {result.adjacency}",
+        f"claimed epsilon: {claimed}",
+        f"audited lower bound: epsilon >= {result.epsilon_lower_bound:.3f} at {confidence} confidence "
+        f"(ceiling {result.ceiling:.3f} for {result.n_evaluation} evaluation runs a side)",
+        f"test: 'D1' when the score is {test} {result.threshold:.6g} (chosen on {result.n_selection} runs a side); "
+        f"on the other runs FPR = {result.fpr:.4g} (<= {result.fpr_upper:.4g}), "
+        f"FNR = {result.fnr:.4g} (<= {result.fnr_upper:.4g})",
+        f"trials: {result.trials} per side ({2 * result.trials} fits, {result.chunks} chunks, {result.reused} reused; "
+        f"{1000 * result.seconds_per_fit:.2f} ms per fit when run)",
+        f"wall time: {result.seconds:.1f} s",
+    ]
+    if result.broken:
+        lines.append(f"verdict: REFUTED -- the claimed epsilon {result.claimed_epsilon:g} is below the lower bound")
+    elif result.claimed_epsilon is not None:
+        lines.append("verdict: not refuted (the bound does not exceed the claimed epsilon)")
+    return "\n".join(lines)
 
 
 @main.command()

@@ -36,6 +36,7 @@ class Outputs:
     runs: pd.DataFrame
     curves: pd.DataFrame
     figures: list[Path]
+    audits: pd.DataFrame | None = None  # one row per audit (AuditResult.row())
 
 
 def experiment_root(exp: Experiment, results: str | Path) -> Path:
@@ -98,8 +99,35 @@ def run_experiments(exps: list[Experiment], *, results: str | Path = "results", 
                         backend=backend, scheduler=scheduler, progress=progress, description="L* per problem")
     work = functools.partial(run_cell, context=context)
     names = ", ".join(f"{e.name}[{e.profile}]" for e in exps)
-    return runner.run(ordered, work, store, jobs=jobs, backend=backend, scheduler=scheduler,
-                      force=force, progress=progress, description=names if len(names) < 40 else "cells")
+    summary = runner.run(ordered, work, store, jobs=jobs, backend=backend, scheduler=scheduler,
+                         force=force, progress=progress, description=names if len(names) < 40 else "cells")
+    for exp in exps:  # the experiments' distinguishing games (their trials are cached like cells)
+        audit_results(exp, results=results, data_dir=data_dir, jobs=jobs, backend=backend, scheduler=scheduler,
+                      progress=progress, force=force)
+    return summary
+
+
+def audit_results(exp: Experiment, *, results: str | Path = "results", data_dir: str | None = None, jobs: int = 1,
+                  backend: str = "loky", scheduler: str | None = None, progress: bool = False,
+                  force: bool = False) -> list:
+    """dpbench.audit.AuditResult of every audit of the experiment (stored trials are reused)."""
+    if not exp.audits:
+        return []
+    from dpbench.audit import run_audit
+
+    return [run_audit(setup, data_dir=data_dir, results=results, jobs=jobs, backend=backend, scheduler=scheduler,
+                      progress=progress, force=force) for setup in exp.audits]
+
+
+def audit_points(exp: Experiment, results: str | Path) -> pd.DataFrame:
+    """The audits' lower bounds as check points (metric epsilon_lower_bound, one 'seed'): an audit
+    is a pure function of its setup, so its bound is compared exactly like a curve point."""
+    from dpbench.check import POINT
+
+    rows = [{"label": r.setup.label, "dataset_label": r.setup.dataset or r.setup.canary,
+             "model_label": r.setup.model, "epsilon": r.setup.epsilon, "metric": "epsilon_lower_bound", "rep": 0,
+             "value": r.epsilon_lower_bound} for r in audit_results(exp, results=results)]
+    return pd.DataFrame(rows, columns=[*POINT, "rep", "value"])
 
 
 def run_experiment(exp: Experiment, **options) -> runner.RunSummary:
@@ -117,7 +145,10 @@ def seed_points(exp: Experiment, results: str | Path) -> pd.DataFrame:
     from dpbench.check import seed_points as points
 
     _, selected, _ = _runs_and_selection(exp, results)
-    return points(selected)
+    curve_points = points(selected)
+    if not exp.audits:
+        return curve_points
+    return pd.concat([p for p in (curve_points, audit_points(exp, results)) if not p.empty], ignore_index=True)
 
 
 def _records(exp: Experiment, results: str | Path) -> list[dict]:
@@ -157,7 +188,7 @@ def render(exp: Experiment, *, results: str | Path = "results", summary: runner.
     """
     folder = output_folder(exp, results)
     records = _records(exp, results)
-    if not records:  # never overwrite stored tables and figures (e.g. committed ones) with empty ones
+    if not records and exp.cells():  # never overwrite stored tables and figures (e.g. committed ones) with empty ones
         raise DpbenchError(f"no stored cells for {exp.name} [{exp.profile}] under {results}/; "
                            f"run `dpbench run {exp.source if not exp.source.startswith('<') else 'SPEC'}` first")
     runs, selected, data_files = _runs_and_selection(exp, results, records)
@@ -165,8 +196,10 @@ def render(exp: Experiment, *, results: str | Path = "results", summary: runner.
     long_traces = curves_mod.traces_table(records)
     traces = curves_mod.trace_curves(selected, long_traces)
     folder.mkdir(parents=True, exist_ok=True)
-    _write_csv_gz(folder / RUNS_FILE, runs)
-    atomic_write_bytes_via(folder / "curves.csv", lambda tmp: curves.to_csv(tmp, index=False, float_format="%.10g"))
+    if records:  # an audit-only experiment has no grid and writes no runs/curves tables
+        _write_csv_gz(folder / RUNS_FILE, runs)
+        atomic_write_bytes_via(folder / "curves.csv",
+                               lambda tmp: curves.to_csv(tmp, index=False, float_format="%.10g"))
     if not traces.empty:  # per-iteration curves of the selected fits (algorithms with trace_every)
         _write_csv_gz(folder / "trace_curves.csv.gz", traces, float_format="%.6g")
     if not long_traces.empty:  # every traced cell, every step and metric (local, like cells/)
@@ -182,8 +215,12 @@ def render(exp: Experiment, *, results: str | Path = "results", summary: runner.
             table[table["dataset_label"].isin(fig.datasets) | table["dataset_panel"].isin(fig.datasets)]
         figures += draw(shown, fig.metric, folder / fig.name, title=fig.title, algorithm_order=order,
                         reference=fig.reference)
+    audits = pd.DataFrame([r.row() for r in audit_results(exp, results=results)])
+    if not audits.empty:  # table + claimed-vs-audited figure (the diagonal: above it, a broken claim)
+        atomic_write_bytes_via(folder / "audits.csv", lambda tmp: audits.to_csv(tmp, index=False, float_format="%.6g"))
+        figures += plots.audit_figure(audits, folder / "audit", title=exp.description)
     atomic_write_text(folder / "manifest.json", json.dumps(manifest(exp, runs, summary, data_files), indent=2, default=str))
-    return Outputs(folder=folder, runs=runs, curves=curves, figures=figures)
+    return Outputs(folder=folder, runs=runs, curves=curves, figures=figures, audits=audits)
 
 
 def _write_csv_gz(path: Path, table: pd.DataFrame, **to_csv) -> None:

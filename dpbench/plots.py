@@ -90,7 +90,7 @@ def _log_band(mean: np.ndarray, std: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return mean, np.maximum(mean - std, mean / 10), np.maximum(mean + std, GAP_FLOOR)
 
 
-def _finish(fig, axes, width: float, title: str, stem: str | Path) -> list[Path]:
+def _finish(fig, axes, width: float, title: str, stem: str | Path, note: str = CLAIM_NOTE) -> list[Path]:
     """Shared legend, claim-style footer and title below/above the panels; save png and pdf."""
     handles, names = [], []
     for ax in axes.flat:
@@ -102,7 +102,7 @@ def _finish(fig, axes, width: float, title: str, stem: str | Path) -> list[Path]
     label_in = 0.6 + 0.075 * max((len(n) for n in names), default=10)  # handle + text at fontsize 10
     ncol = max(1, min(len(names), int(width // max(2.4, label_in))))
     legend_rows = -(-len(names) // ncol)
-    footer = textwrap.fill(CLAIM_NOTE, width=int(width * 15))
+    footer = textwrap.fill(note, width=int(width * 15))
     bottom_in = 0.25 * footer.count("\n") + 0.3 + 0.28 * legend_rows + 0.15
     height = fig.get_figheight() + bottom_in
     fig.set_figheight(height)
@@ -265,6 +265,47 @@ def metric_over_iterations(traces: pd.DataFrame, metric: str, stem: str | Path, 
                 ax.set_ylabel(METRICS.get(metric, (metric,))[0])
     return _finish(fig, axes, width, title, stem)
 
+
+def audit_figure(audits: pd.DataFrame, stem: str | Path, title: str = "") -> list[Path]:
+    """Claimed epsilon (x) against the audited lower bound (y), one marker per algorithm label.
+
+    The diagonal y = x is drawn: a point above it is a refuted claim (the lower bound holds at the
+    audits' confidence). The dashed grey line is the audit's ceiling (the largest lower bound its
+    number of trials can show). Filled markers: valid claims; open markers: paper-only or none.
+    """
+    data = audits.dropna(subset=["claimed_epsilon"])
+    if data.empty:
+        return []
+    labels = list(dict.fromkeys(data["label"]))
+    colours = _colours(labels)
+    markers = dict(zip(labels, "osD^vP*XhH<>p"))
+    width = 7.5
+    fig, axes = plt.subplots(1, 1, figsize=(width, 5.2), squeeze=False)
+    ax = axes[0][0]
+    top = float(max(data["claimed_epsilon"].max(), data["ceiling"].max(), data["epsilon_lower_bound"].max())) * 1.1
+    ax.plot([0, top], [0, top], color="0.3", linewidth=1, label="lower bound = claimed ε (above: claim refuted)")
+    ax.axhline(float(data["ceiling"].max()), color="0.6", linestyle="--", linewidth=1,
+               label=f"audit ceiling ({int(data['trials'].max())} trials a side)")
+    dodge = 0.012 * top  # labels side by side at each claimed epsilon (the x position is read off the grid)
+    for i, label in enumerate(labels):
+        part = data[data["label"] == label].sort_values("claimed_epsilon")
+        valid = part["claim"] == "valid"
+        x = part["claimed_epsilon"] + (i - (len(labels) - 1) / 2) * dodge
+        for mask, face in ((valid, colours[label]), (~valid, "none")):
+            if mask.any():
+                ax.plot(x[mask], part.loc[mask, "epsilon_lower_bound"],
+                        linestyle="none", marker=markers[label], markersize=7, color=colours[label],
+                        markerfacecolor=face, label=label if face != "none" or not valid.any() else None)
+    ax.set_xlim(0, top)
+    ax.set_ylim(0, top)
+    ax.set_xlabel("claimed ε")
+    ax.set_ylabel("audited lower bound on ε")
+    ax.grid(True, alpha=0.25)
+    return _finish(fig, axes, width, title, stem, note=AUDIT_NOTE)
+
+
+AUDIT_NOTE = ("filled: the claim is a valid guarantee (the bound must stay below the diagonal) · open: claimed by a "
+              "paper only, or no valid claim for this model")
 
 FIGURE_FUNCTIONS = {"metric_over_epsilon": metric_over_epsilon, "metric_over_n": metric_over_n,
                     "metric_over_d": metric_over_d, "metric_over_iterations": metric_over_iterations}

@@ -1,6 +1,6 @@
 """Experiment YAML -> validated `Experiment` -> list of `Cell`s.
 
-Schema (every key but datasets/models/algorithms/epsilons is optional):
+Schema (every key but datasets/models/algorithms/epsilons is optional; with `audits` those too):
 
     name: quickstart                 # default: the file's stem; results go to results/<name>/
     description: ...
@@ -31,6 +31,14 @@ Schema (every key but datasets/models/algorithms/epsilons is optional):
       - {name: over-d, kind: metric_over_d, metric: estimation_error}        # a dataset swept over d
       - {name: iters, kind: metric_over_iterations, metric: estimation_error}  # needs trace_every
     optimum: {restarts: 2, maxiter: 500}   # L-BFGS budget of the L* estimate for non-convex models
+    audits:                          # distinguishing games (dpbench.audit); with audits, the grid
+      dataset: breast_cancer         #   keys above may be left out. Base data of the canary recipe
+      rows: 400                      #   (this many training rows), model, trials per side, alpha
+      model: logreg                  #   (1 - confidence), delta and epsilons are defaults an entry
+      trials: 500                    #   may override (canary, model, trials, epsilons)
+      epsilons: [0.5, 1, 2, 4]
+      algorithms:
+        - {name: dpsgd, label: DP-SGD, params: {epochs: 5}, canary: spare_feature}
     profiles:                        # named overrides of top-level keys (dicts merge, lists replace)
       ci: {seeds: 2, epsilons: [0.5, 2]}
 
@@ -50,11 +58,11 @@ from typing import Any
 import yaml
 
 from dpbench.cells import Cell, digest, evaluate_delta
-from dpbench.errors import SpecError
+from dpbench.errors import DpbenchError, SpecError
 from dpbench.metrics import METRICS, SELECTION_METRICS
 
 TOP_KEYS = ("name", "description", "paper", "seed", "seeds", "datasets", "models", "algorithms", "epsilons",
-            "delta", "metrics", "selection", "figures", "optimum", "profiles")
+            "delta", "metrics", "selection", "figures", "optimum", "audits", "profiles")
 OPTIMUM_DEFAULTS = {"maxiter": 500, "restarts": 2}
 FIGURE_KINDS = ("metric_over_epsilon", "metric_over_n", "metric_over_d", "metric_over_iterations")  # plots.FIGURE_FUNCTIONS
 SWEEP_KEYS = ("n", "d")  # dataset options a `sweep:` may vary
@@ -119,6 +127,7 @@ class Experiment:
     optimum: tuple[tuple[str, int], ...]
     source: str
     resolved: dict  # the spec after the profile was applied (hashed into the manifest)
+    audits: tuple = ()  # dpbench.audit.AuditSetup per (audited algorithm, epsilon)
 
     @property
     def spec_hash(self) -> str:
@@ -215,15 +224,16 @@ def from_dict(raw: Any, *, name: str = "experiment", profile: str = DEFAULT_PROF
             raise SpecError(f"{key}: unknown key; allowed top-level keys are {', '.join(TOP_KEYS)}")
     spec = apply_profile(raw, profile)
     for key in ("datasets", "models", "algorithms"):
-        if key not in spec:
+        if key not in spec and "audits" not in spec:  # an audit-only experiment has no grid
             raise SpecError(f"{key}: missing; list at least one")
 
     exp_name = _string(spec, "name", default=name)
     if not exp_name or any(c in exp_name for c in "/\\") or exp_name.startswith("."):
         raise SpecError(f"name: {exp_name!r} cannot be a folder name; use letters, digits, - and _")
-    datasets = _components(spec["datasets"], "datasets", _dataset_check, sweepable=True)
-    models = _components(spec["models"], "models", _model_check)
-    algorithms = _algorithms(spec["algorithms"], datasets, models)
+    grid = all(key in spec for key in ("datasets", "models", "algorithms"))
+    datasets = _components(spec["datasets"], "datasets", _dataset_check, sweepable=True) if grid else ()
+    models = _components(spec["models"], "models", _model_check) if grid else ()
+    algorithms = _algorithms(spec["algorithms"], datasets, models) if grid else ()
     any_private = any(a.private for a in algorithms)
     epsilons = _epsilons(spec.get("epsilons"), required=any_private)
     delta = _delta(spec.get("delta", "1/n"))
@@ -232,11 +242,12 @@ def from_dict(raw: Any, *, name: str = "experiment", profile: str = DEFAULT_PROF
     figures = _figures(spec.get("figures"), metrics, datasets)
     seed = _int(spec.get("seed", 0), "seed", minimum=0)
     seeds = _seeds(spec.get("seeds", 1))
+    audits = _audits(spec.get("audits"), seed)
     return Experiment(
         name=exp_name, description=_string(spec, "description"), paper=_string(spec, "paper"), profile=profile,
         seed=seed, seeds=seeds, datasets=datasets, models=models, algorithms=algorithms, epsilons=epsilons,
         delta=delta, metrics=metrics, selection=selection, figures=figures, optimum=_optimum(spec.get("optimum")),
-        source=source,
+        source=source, audits=audits,
         resolved={k: v for k, v in spec.items() if k != "profiles"},
     )
 
@@ -401,25 +412,7 @@ def _algorithms(value: Any, datasets: tuple[Component, ...] = (), models: tuple[
             raise SpecError(f"{path}.name: unknown algorithm {name!r}; choose one of "
                             f"{', '.join(sorted(algorithms.REGISTRY))} (see `dpbench list algorithms`)")
         info = algorithms.REGISTRY[name]
-        params = _options(entry.get("params"), f"{path}.params")
-        axes: list[list[tuple[str, Any]]] = []
-        for hp in info.params:
-            raw = params.get(hp.name, hp.default)
-            values = raw if isinstance(raw, list) else [raw]
-            if not values:
-                raise SpecError(f"{path}.params.{hp.name}: empty list; give at least one value")
-            checked = []
-            for j, v in enumerate(values):
-                where = f"{path}.params.{hp.name}" + (f"[{j}]" if isinstance(raw, list) else "")
-                try:
-                    checked.append((hp.name, hp.check(v)))
-                except ValueError as exc:
-                    raise SpecError(f"{where}: {exc}") from None
-            axes.append(checked)
-        for key in params:
-            if all(hp.name != key for hp in info.params):
-                raise SpecError(f"{path}.params.{key}: unknown hyperparameter of {name}; allowed: "
-                                f"{', '.join(hp.name for hp in info.params)}")
+        axes = _param_axes(info, _options(entry.get("params"), f"{path}.params"), f"{path}.params")
         grid = tuple(tuple(combo) for combo in itertools.product(*axes))
         out.append(AlgorithmSpec(name=name, label=str(entry.get("label") or name), grid=grid, private=info.private,
                                  models=_restriction(entry.get("models"), f"{path}.models", models),
@@ -433,6 +426,93 @@ def _algorithms(value: Any, datasets: tuple[Component, ...] = (), models: tuple[
                     raise SpecError(f"algorithms[{i}].label: {algo.label!r} is also the label of algorithms[{seen[key]}] "
                                     f"on {ds.label} x {model.label}; give each entry a distinct label there")
                 seen[key] = i
+    return tuple(out)
+
+
+def _param_axes(info, params: dict, path: str) -> list[list[tuple[str, Any]]]:
+    """Per hyperparameter of the algorithm, its checked values (a YAML list is a grid axis)."""
+    axes: list[list[tuple[str, Any]]] = []
+    for hp in info.params:
+        raw = params.get(hp.name, hp.default)
+        values = raw if isinstance(raw, list) else [raw]
+        if not values:
+            raise SpecError(f"{path}.{hp.name}: empty list; give at least one value")
+        checked = []
+        for j, v in enumerate(values):
+            where = f"{path}.{hp.name}" + (f"[{j}]" if isinstance(raw, list) else "")
+            try:
+                checked.append((hp.name, hp.check(v)))
+            except ValueError as exc:
+                raise SpecError(f"{where}: {exc}") from None
+        axes.append(checked)
+    for key in params:
+        if all(hp.name != key for hp in info.params):
+            raise SpecError(f"{path}.{key}: unknown hyperparameter of {info.name}; allowed: "
+                            f"{', '.join(hp.name for hp in info.params)}")
+    return axes
+
+
+AUDIT_KEYS = ("dataset", "rows", "model", "trials", "alpha", "delta", "epsilons", "canary", "algorithms")
+AUDIT_ENTRY_KEYS = ("name", "label", "params", "canary", "model", "trials", "epsilons")
+
+
+def _audits(value: Any, seed: int) -> tuple:
+    """`audits:` -> one AuditSetup per (algorithm entry, epsilon): the distinguishing games of
+    dpbench.audit. Block-level keys are defaults an entry may override (canary, model, trials,
+    epsilons); hyperparameters take single values (an audit tests one mechanism, no selection)."""
+    if value is None:
+        return ()
+    from dpbench import algorithms
+    from dpbench.audit import CANARIES, AuditSetup, check_setup
+
+    if not isinstance(value, dict):
+        raise SpecError(f"audits: must be a mapping with {', '.join(AUDIT_KEYS)}")
+    for key in value:
+        if key not in AUDIT_KEYS:
+            raise SpecError(f"audits.{key}: unknown key; allowed: {', '.join(AUDIT_KEYS)}")
+    dataset = _components([value.get("dataset", "breast_cancer")], "audits.dataset", _dataset_check)[0]
+    rows = None if value.get("rows") is None else _int(value["rows"], "audits.rows", minimum=2)  # None: the recipe's
+    alpha = value.get("alpha", 0.05)
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+        raise SpecError(f"audits.alpha: must be a number in (0, 1) (1 - confidence), got {alpha!r}")
+    delta = value.get("delta", 1e-5)
+    if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 < delta < 1:
+        raise SpecError(f"audits.delta: must be a number in (0, 1), got {delta!r}")
+    entries = value.get("algorithms")
+    if not isinstance(entries, list) or not entries:
+        raise SpecError("audits.algorithms: must be a non-empty list of {name, label, params, canary}")
+    out = []
+    for i, item in enumerate(entries):
+        path = f"audits.algorithms[{i}]"
+        entry = _entry(item, path, AUDIT_ENTRY_KEYS)
+        name = entry["name"]
+        if name not in algorithms.REGISTRY:
+            raise SpecError(f"{path}.name: unknown algorithm {name!r}; choose one of {', '.join(sorted(algorithms.REGISTRY))}")
+        info = algorithms.REGISTRY[name]
+        given = _options(entry.get("params"), f"{path}.params")
+        axes = _param_axes(info, given, f"{path}.params")
+        if any(len(axis) > 1 for axis in axes):
+            raise SpecError(f"{path}.params: an audit tests one setting; give single values, not lists")
+        # only the given hyperparameters: the canary recipe's recommended ones fill the rest
+        params = tuple(sorted(axis[0] for axis in axes if axis[0][0] in given))
+        canary = entry.get("canary", value.get("canary", "spare_feature"))
+        if canary not in CANARIES:
+            raise SpecError(f"{path}.canary: unknown canary recipe {canary!r}; choose one of {', '.join(sorted(CANARIES))}")
+        model = _components([entry.get("model", value.get("model", "logreg"))], f"{path}.model", _model_check)[0]
+        trials = _int(entry.get("trials", value.get("trials", 500)), f"{path}.trials", minimum=20)
+        epsilons = _epsilons(entry.get("epsilons", value.get("epsilons")), required=info.private)
+        own_data = not CANARIES[canary].needs_dataset  # e.g. pidp_constant builds its own rows
+        for eps in epsilons if info.private else (None,):
+            setup = AuditSetup(algorithm=name, params=params, dataset=None if own_data else dataset.name,
+                               dataset_options=() if own_data else dataset.options, model=model.name,
+                               model_options=model.options, epsilon=eps, delta=float(delta), trials=trials,
+                               canary=canary, rows=None if own_data else rows, alpha=float(alpha), seed=seed,
+                               label=str(entry.get("label") or name))
+            try:
+                check_setup(setup)
+            except DpbenchError as exc:
+                raise SpecError(f"{path}: {exc}") from None
+            out.append(setup)
     return tuple(out)
 
 
