@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import textwrap
 from pathlib import Path
 
@@ -278,15 +279,15 @@ def audit_figure(audits: pd.DataFrame, stem: str | Path, title: str = "") -> lis
         return []
     labels = list(dict.fromkeys(data["label"]))
     colours = _colours(labels)
-    markers = dict(zip(labels, "osD^vP*XhH<>p"))
-    width = 7.5
+    markers = dict(zip(labels, itertools.cycle("osD^vP*XhH<>p")))  # 13 markers x 10 colours: distinct pairs
+    width = 10.0
     fig, axes = plt.subplots(1, 1, figsize=(width, 5.2), squeeze=False)
     ax = axes[0][0]
     top = float(max(data["claimed_epsilon"].max(), data["ceiling"].max(), data["epsilon_lower_bound"].max())) * 1.1
     ax.plot([0, top], [0, top], color="0.3", linewidth=1, label="lower bound = claimed ε (above: claim refuted)")
     ax.axhline(float(data["ceiling"].max()), color="0.6", linestyle="--", linewidth=1,
                label=f"audit ceiling ({int(data['trials'].max())} trials a side)")
-    dodge = 0.012 * top  # labels side by side at each claimed epsilon (the x position is read off the grid)
+    dodge = 0.2 / max(len(labels), 1)  # labels side by side within ±0.1 of each claimed epsilon
     for i, label in enumerate(labels):
         part = data[data["label"] == label].sort_values("claimed_epsilon")
         valid = part["claim"] == "valid"
@@ -301,7 +302,7 @@ def audit_figure(audits: pd.DataFrame, stem: str | Path, title: str = "") -> lis
     ax.set_xlabel("claimed ε")
     ax.set_ylabel("audited lower bound on ε")
     ax.grid(True, alpha=0.25)
-    return _finish(fig, axes, width, title, stem, note=AUDIT_NOTE)
+    return _finish(fig, axes, width, textwrap.fill(title, 90), stem, note=AUDIT_NOTE)
 
 
 AUDIT_NOTE = ("filled: the claim is a valid guarantee (the bound must stay below the diagonal) · open: claimed by a "
