@@ -161,4 +161,24 @@ def ledger(
     return entry
 
 
+def output_sensitivity_claim(model: Model, plan: Any, spent: dict[str, float], epsilon: float,
+                             proof: str) -> tuple[str, dict]:
+    """(claim, details) of an output-perturbation release whose sensitivity proof needs a convex
+    model with global Lipschitz/smoothness bounds (Bolt-on, ZZMW17 / lecture notes Alg. 1).
+
+    "none" with the reasons when the proof does not apply (non-convex model, or nominal constants
+    in `plan.constants`), else "valid" when the epsilon recomputed for the noise used is within
+    the target, else "paper-only". `plan` has constants, data_lipschitz, smoothness and l2.
+    """
+    reasons = []
+    if not model.convex:
+        reasons.append(f"{model.name} is not convex (a GD/SGD step is not contractive)")
+    if plan.constants != "model":
+        reasons.append(f"{model.name} has no global Lipschitz/smoothness bound (nominal G={plan.data_lipschitz:g}, "
+                       f"beta_s={plan.smoothness - plan.l2:g} used)")
+    if reasons:
+        return "none", {"claim_reason": f"{proof} does not apply: " + "; ".join(reasons)}
+    return ("valid" if min(spent.values()) <= epsilon * (1 + 1e-9) else "paper-only"), {}
+
+
 NON_PRIVATE_LEDGER = dict(private=False, mechanism="none (non-private baseline)", claim="none")

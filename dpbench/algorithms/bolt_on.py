@@ -62,7 +62,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from dpbench.algorithms.base import AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, ledger, register
+from dpbench.algorithms.base import (
+    AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, ledger, output_sensitivity_claim, register,
+)
 from dpbench.algorithms.sgd import project_to_ball
 from dpbench.models.base import Model
 from dpbench.privacy import analytic_gaussian_sigma, gaussian_epsilon, gaussian_noise, laplace_norm_noise
@@ -268,15 +270,7 @@ def fit_bolt_on(
         noise_details = {"noise_scale": scale, "noise_expected_norm": p * scale, "requested_delta": privacy.delta}
         mechanism = "Bolt-on: output perturbation of permutation SGD, L2-Laplace (density ~ exp(-eps||k||/Delta))"
 
-    reasons = []
-    if not model.convex:
-        reasons.append(f"{model.name} is not convex")
-    if plan.constants != "model":
-        reasons.append(f"{model.name} has no global Lipschitz/smoothness bound (nominal G={plan.data_lipschitz:g}, "
-                       f"beta_s={plan.smoothness - plan.l2:g} used)")
-    within = min(spent.values()) <= eps * (1 + 1e-9)
-    claim = "none" if reasons else ("valid" if within else "paper-only")
-    details = {"claim_reason": "Bolt-on's sensitivity proof does not apply: " + "; ".join(reasons)} if reasons else {}
+    claim, details = output_sensitivity_claim(model, plan, spent, eps, "Bolt-on's sensitivity proof")
     plan_d = asdict(plan)
     return Fit(theta=theta + kappa, trace=[], privacy=ledger(
         private=True,

@@ -48,7 +48,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from dpbench.algorithms.base import AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, ledger, register
+from dpbench.algorithms.base import (
+    AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, ledger, output_sensitivity_claim, register,
+)
 from dpbench.algorithms.sgd import project_to_ball
 from dpbench.models.base import Model
 from dpbench.privacy import analytic_gaussian_sigma, gaussian_epsilon
@@ -161,15 +163,7 @@ def fit_output_perturbation_gd(
     kappa = rng.normal(0.0, std, size=theta.shape[0])
     spent = {"analytic_gaussian": gaussian_epsilon(std, delta, sens)}  # recomputed from the std used
 
-    reasons = []
-    if not model.convex:
-        reasons.append(f"{model.name} is not convex (GD is not contractive)")
-    if plan.constants != "model":
-        reasons.append(f"{model.name} has no global Lipschitz/smoothness bound (nominal G={plan.data_lipschitz:g}, "
-                       f"beta_s={plan.smoothness - plan.l2:g} used)")
-    within = min(spent.values()) <= eps * (1 + 1e-9)
-    claim = "none" if reasons else ("valid" if within else "paper-only")
-    details = {"claim_reason": "the sensitivity proof does not apply: " + "; ".join(reasons)} if reasons else {}
+    claim, details = output_sensitivity_claim(model, plan, spent, eps, "the sensitivity proof")
     plan_d = asdict(plan)
     return Fit(theta=theta + kappa, trace=[], privacy=ledger(
         private=True,
