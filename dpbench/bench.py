@@ -1,28 +1,70 @@
 """Benchmarks that print figures (speed is measured here, never asserted in tests).
 
 `dpbench bench` runs the selected suites and writes `results/bench.json`: machine info (cores,
-BLAS, numpy version) and a list of records with at least `suite`, `algorithm`, `model`,
-`batch_size` and `examples_per_s` or `seconds`.
+BLAS, numpy version) and a list of records with at least `suite`, `algorithm`, `model`, `measure`,
+`batch_size`, `n`, `n_params` and `examples_per_s` or `seconds`.
 
-Suites:
-  fits   wall time of one full fit per (algorithm, model) on Adult (n_train = 27,133, d = 105)
-         at equal T (one epoch of batch-1 steps for the batch-1 algorithms), one BLAS thread.
+Data: "Adult-sized" means the whole preprocessed Adult data set (train + validation + test rows
+stacked: n = 45,222, d = 105 after encoding); the MLP is d -> d -> 1 (11,236 parameters). Every
+suite function also accepts `data=(X, y)` (any shape) so the tests run it on a tiny problem.
+
+Suites (micro-benchmarks run a fixed, pre-drawn batch of B rows, repeat the call enough times to
+last `min_time` seconds, and keep the best of `best_of` such runs; examples/s = B * calls/s):
+  steps  one DP-SGD step (clip + Gaussian noise + update) at B in {1, 64, 256, 1024}, for logreg
+         and mlp, through `sgd.run_sgd` itself -- the loop DP-SGD runs -- on a problem made of the B
+         rows (sampling rate 1, so every step uses exactly that batch: Poisson-free).
+         Model.clipped_grad_sum (the fast, matrix-free path) + rng.normal + reg_grad + update.
+  grads  per-example gradients alone for the same shapes: `Model.per_example_grads` (the (B, m)
+         matrix, what the reference clipping and PIDP's logreg contributions use) and
+         `Model.clipped_grad_sum` (gradients + norms + clipped sum, no noise, no update).
+  pidp   PIDP-SGD's pieces (`dpbench.algorithms.pidp`): the per-round Hessian build + factorisation
+         (`_influence_operator` at the defaults: exact Hessian of L_ref on all n rows + Cholesky of
+         H + zeta I for logreg; for the MLP the Gauss-Newton matrix on s = 1024 rows, Woodbury with
+         a Cholesky of the s x s system), in seconds; the influence step (`op.full`: clipped
+         gradients at theta_g solved against the factor, batched, for B rows), examples/s; and the
+         batch-1 SGD step of the PIDP loop (`_step_function`, noise-free and noisy), steps/s.
+  fits   wall time of one full fit: every registered private algorithm at its default settings on
+         Adult's training split (logreg; n_train = 27,134), each stopped at `cap_seconds` (20 s;
+         the record then says so); plus PIDP-SGD against DP-SGD at equal T (one epoch of batch-1
+         steps) for logreg and mlp. `seconds` is the first (reported) run of each fit, which includes
+         the accountant's noise calibration unless an earlier fit in the process already calibrated the
+         same (eps, delta, q, T) (calibrations are memoised); `seconds_repeat` is the best of
+         `repeats` further runs with warm caches.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import platform
+import signal
+import threading
 import time
 from typing import Callable
 
 import numpy as np
+
+BATCH_SIZES: tuple[int, ...] = (1, 64, 256, 1024)
+MODELS: tuple[str, ...] = ("logreg", "mlp")
+MIN_TIME = 0.25  # seconds per timed run of a micro-benchmark point
+BEST_OF = 3
+CAP_SECONDS = 20.0  # `fits`: a fit taking longer is stopped and recorded as capped
 
 # (algorithm, hyperparameters) pairs timed by the `fits` suite: PIDP-SGD against DP-SGD at equal T
 FIT_CASES: list[tuple[str, dict]] = [
     ("dpsgd", {"epochs": 1.0, "batch_size": 1.0, "lr": 0.05}),
     ("pidp_sgd", {"epochs": 1.0, "lr": 0.05}),
 ]
+
+#: algorithms without a batch_size parameter whose steps each use one example (for examples/s of a fit)
+BATCH1_ALGORITHMS = frozenset({"pidp_sgd"})
+
+#: (suite, algorithm, model, measure, batch_size) -> target examples/s from the issue (printed, never asserted)
+TARGETS: dict[tuple, float] = {
+    ("steps", "dpsgd", "logreg", "step", 256): 3_000_000.0,
+    ("steps", "dpsgd", "mlp", "step", 256): 400_000.0,
+    ("steps", "dpsgd", "logreg", "step", 1): 500_000.0,
+}
 
 
 def machine_info() -> dict:
@@ -45,34 +87,280 @@ def _timed(fn: Callable[[], object], repeats: int) -> float:
     return best
 
 
-def fits_suite(data_dir: str | None = None, repeats: int = 1, models: tuple[str, ...] = ("logreg", "mlp"),
-               epsilon: float = 1.0) -> list[dict]:
-    """Wall time of one fit per (algorithm, model) on Adult; the best of `repeats`."""
-    from dpbench import algorithms, data
-    from dpbench import models as models_mod
+def _per_call(fn: Callable[[int], object], min_time: float, best_of: int) -> float:
+    """Seconds per call of fn(k) / k: k doubled until one run lasts min_time, then the best of best_of runs."""
+    k = 1
+    while True:
+        started = time.perf_counter()
+        fn(k)
+        elapsed = time.perf_counter() - started
+        if elapsed >= min_time or k >= 1 << 24:
+            break
+        k = k * 2 if elapsed <= 0 else max(k * 2, min(int(k * min_time / elapsed * 1.1) + 1, k * 100))
+    best = elapsed / k
+    for _ in range(best_of - 1):
+        best = min(best, _timed(lambda: fn(k), 1) / k)
+    return best
+
+
+def adult_sized(data_dir: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """All preprocessed Adult rows (train + validation + test): n = 45,222, d = 105."""
+    from dpbench import data
 
     ds = data.load("adult", seed=0, data_dir=data_dir)
+    return (np.ascontiguousarray(np.vstack([ds.X_train, ds.X_val, ds.X_test]), dtype=float),
+            np.concatenate([ds.y_train, ds.y_val, ds.y_test]).astype(float))
+
+
+def _data(data, data_dir):
+    if data is None:
+        return adult_sized(data_dir)
+    X, y = data
+    return np.ascontiguousarray(X, dtype=float), np.asarray(y, dtype=float)
+
+
+def _theta(model, rng: np.random.Generator) -> np.ndarray:
+    """A generic parameter point: the model's init plus a small random offset (logreg's init is 0)."""
+    return model.init(rng) + 0.3 * rng.standard_normal(model.n_params) / math.sqrt(model.n_params)
+
+
+def _batch(X, y, B, rng):
+    idx = np.sort(rng.choice(X.shape[0], size=min(B, X.shape[0]), replace=False))
+    return np.ascontiguousarray(X[idx]), y[idx]
+
+
+def _record(suite, algorithm, model_name, measure, batch_size, n, n_params, *, seconds_per_call=None,
+            seconds=None, **extra) -> dict:
+    rec = {"suite": suite, "algorithm": algorithm, "model": model_name, "measure": measure,
+           "batch_size": batch_size, "n": int(n), "n_params": int(n_params)}
+    if seconds_per_call is not None:
+        rec["calls_per_s"] = 1.0 / seconds_per_call
+        rec["examples_per_s"] = batch_size / seconds_per_call
+    if seconds is not None:
+        rec["seconds"] = seconds
+    rec.update(extra)
+    target = TARGETS.get((suite, algorithm, model_name, measure, batch_size))
+    if target is not None and "examples_per_s" in rec:
+        rec["target_examples_per_s"] = target
+        rec["meets_target"] = bool(rec["examples_per_s"] >= target)
+    return rec
+
+
+def steps_suite(data_dir: str | None = None, repeats: int = 1, *, data=None, models: tuple[str, ...] = MODELS,
+                batch_sizes: tuple[int, ...] = BATCH_SIZES, min_time: float = MIN_TIME, best_of: int = BEST_OF,
+                clip_norm: float = 1.0, noise_multiplier: float = 1.0, lr: float = 0.1) -> list[dict]:
+    """One DP-SGD step (clip + noise + update) on a fixed batch of B rows, via `sgd.run_sgd`."""
+    from dpbench import models as models_mod
+    from dpbench.algorithms.base import Problem
+    from dpbench.algorithms.sgd import run_sgd
+
+    X, y = _data(data, data_dir)
+    best_of = max(best_of, repeats)
     records = []
     for model_name in models:
-        model = models_mod.make(model_name, ds.n_features)
-        problem = algorithms.Problem(model=model, X=ds.X_train, y=ds.y_train)
-        target = algorithms.PrivacyTarget(epsilon=epsilon, delta=1.0 / ds.n_train)
-        for name, params in FIT_CASES:
-            if name not in algorithms.REGISTRY:
-                continue
-            info = algorithms.get(name)
-            fits: list = []
-            seconds = _timed(lambda: fits.append(info.fit(problem, target, np.random.default_rng(0), **params)),
-                             repeats)
-            steps = fits[-1].privacy.get("steps")
-            records.append({"suite": "fits", "algorithm": name, "model": model_name, "dataset": "adult",
-                            "n": ds.n_train, "n_params": model.n_params, "batch_size": params.get("batch_size", 1.0),
-                            "steps": steps, "seconds": seconds,
-                            "examples_per_s": (steps * params.get("batch_size", 1.0)) / seconds if steps else None})
+        model = models_mod.make(model_name, X.shape[1])
+        rng = np.random.default_rng(0)
+        theta0 = _theta(model, rng)
+        for B in batch_sizes:
+            Xb, yb = _batch(X, y, B, rng)
+            batch = Problem(model=model, X=Xb, y=yb)  # rate B/B = 1: every step uses exactly these rows
+            step_rng = np.random.default_rng(1)
+
+            def run(k: int) -> None:
+                run_sgd(batch, step_rng, steps=k, batch_size=float(Xb.shape[0]), lr=lr, clip_norm=clip_norm,
+                        noise_std=noise_multiplier * clip_norm, theta0=theta0)
+
+            records.append(_record("steps", "dpsgd", model_name, "step", Xb.shape[0], X.shape[0], model.n_params,
+                                   seconds_per_call=_per_call(run, min_time, best_of)))
     return records
 
 
-SUITES: dict[str, Callable[..., list[dict]]] = {"fits": fits_suite}
+def grads_suite(data_dir: str | None = None, repeats: int = 1, *, data=None, models: tuple[str, ...] = MODELS,
+                batch_sizes: tuple[int, ...] = BATCH_SIZES, min_time: float = MIN_TIME, best_of: int = BEST_OF,
+                clip_norm: float = 1.0) -> list[dict]:
+    """Per-example gradients alone: `per_example_grads` and `clipped_grad_sum` on B rows."""
+    from dpbench import models as models_mod
+
+    X, y = _data(data, data_dir)
+    best_of = max(best_of, repeats)
+    records = []
+    for model_name in models:
+        model = models_mod.make(model_name, X.shape[1])
+        rng = np.random.default_rng(0)
+        theta = _theta(model, rng)
+        for B in batch_sizes:
+            Xb, yb = _batch(X, y, B, rng)
+
+            def pegs(k: int) -> None:
+                for _ in range(k):
+                    model.per_example_grads(theta, Xb, yb)
+
+            def clipped(k: int) -> None:
+                for _ in range(k):
+                    model.clipped_grad_sum(theta, Xb, yb, clip_norm)
+
+            for measure, fn in (("per_example_grads", pegs), ("clipped_grad_sum", clipped)):
+                records.append(_record("grads", "dpsgd", model_name, measure, Xb.shape[0], X.shape[0],
+                                       model.n_params, seconds_per_call=_per_call(fn, min_time, best_of)))
+    return records
+
+
+def pidp_suite(data_dir: str | None = None, repeats: int = 1, *, data=None, models: tuple[str, ...] = MODELS,
+               batch_sizes: tuple[int, ...] = BATCH_SIZES, min_time: float = MIN_TIME, best_of: int = BEST_OF,
+               clip_norm: float = 1.0, zeta: float = 0.1, hessian_samples: int = 1024, lr: float = 0.05) -> list[dict]:
+    """PIDP-SGD: Hessian build + factorisation (s), batched influence solve and batch-1 step (examples/s)."""
+    from dpbench import models as models_mod
+    from dpbench.algorithms.base import Problem
+    from dpbench.algorithms.pidp import _influence_operator, _step_function
+
+    X, y = _data(data, data_dir)
+    n = X.shape[0]
+    best_of = max(best_of, repeats)
+    records = []
+    for model_name in models:
+        model = models_mod.make(model_name, X.shape[1])
+        rng = np.random.default_rng(0)
+        theta = _theta(model, rng)
+        problem = Problem(model=model, X=X, y=y)
+        ops: list = []
+
+        def factorise() -> None:
+            ops.append(_influence_operator(problem, theta, zeta=zeta, damping="add", hessian="auto",
+                                           hessian_samples=hessian_samples, clip_norm=clip_norm,
+                                           rng=np.random.default_rng(2)))
+
+        seconds = _timed(factorise, best_of)
+        op = ops[-1]
+        records.append(_record("pidp", "pidp_sgd", model_name, "hessian+factorise", None, n, model.n_params,
+                               seconds=seconds, hessian=op.kind))
+        for B in batch_sizes:
+            idx = np.sort(rng.choice(n, size=min(B, n), replace=False))
+
+            def influence(k: int) -> None:
+                for _ in range(k):
+                    op.full(idx)
+
+            records.append(_record("pidp", "pidp_sgd", model_name, "influence solve", len(idx), n, model.n_params,
+                                   seconds_per_call=_per_call(influence, min_time, best_of)))
+        rows = rng.integers(0, n, size=4096).tolist()
+        noise = 1e-3 * rng.standard_normal(model.n_params)
+        for measure, noise_arg in (("batch-1 step (noise-free)", None), ("batch-1 step (noisy)", noise)):
+            step = _step_function(model, X, y, theta.copy(), lr, clip_norm)
+
+            def steps(k: int) -> None:
+                for j in range(k):
+                    step(rows[j & 4095], noise_arg)
+
+            records.append(_record("pidp", "pidp_sgd", model_name, measure, 1, n, model.n_params,
+                                   seconds_per_call=_per_call(steps, min_time, best_of)))
+    return records
+
+
+class _Capped(Exception):
+    pass
+
+
+def _fit_capped(fit: Callable[[], object], cap_seconds: float | None) -> tuple[float, bool]:
+    """(seconds, capped): stops the fit with SIGALRM after cap_seconds (main thread on POSIX only)."""
+    use_alarm = (cap_seconds is not None and hasattr(signal, "setitimer")
+                 and threading.current_thread() is threading.main_thread())
+    if not use_alarm:
+        return _timed(fit, 1), False
+
+    def on_alarm(signum, frame):
+        raise _Capped()
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    started = time.perf_counter()
+    try:
+        signal.setitimer(signal.ITIMER_REAL, cap_seconds)
+        fit()
+        capped = False
+    except _Capped:
+        capped = True
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    return time.perf_counter() - started, capped
+
+
+def fits_suite(data_dir: str | None = None, repeats: int = 1, *, data=None, models: tuple[str, ...] = MODELS,
+               epsilon: float = 1.0, cap_seconds: float | None = CAP_SECONDS,
+               algorithms_: tuple[str, ...] | None = None) -> list[dict]:
+    """Wall time of one fit: every private algorithm at its defaults (logreg), and PIDP vs DP-SGD at equal T.
+
+    `data=(X, y)` replaces Adult's training split; `algorithms_` restricts the default-settings part.
+    """
+    from dpbench import algorithms
+    from dpbench import data as data_mod
+    from dpbench import models as models_mod
+
+    if data is None:
+        ds = data_mod.load("adult", seed=0, data_dir=data_dir)
+        X, y, dataset = ds.X_train, ds.y_train, "adult"
+    else:
+        (X, y), dataset = _data(data, data_dir), "given"
+    n = X.shape[0]
+    target = algorithms.PrivacyTarget(epsilon=epsilon, delta=1.0 / n)
+    records = []
+
+    def one(name, model_name, params, measure):
+        info = algorithms.get(name)
+        model = models_mod.make(model_name, X.shape[1])
+        problem = algorithms.Problem(model=model, X=X, y=y)
+        fits: list = []
+        times, capped, error = [], False, None
+        for _ in range(1 + repeats):  # the first run is the one reported; the others have warm caches
+            try:
+                seconds, capped = _fit_capped(
+                    lambda: fits.append(info.fit(problem, target, np.random.default_rng(0), **params)), cap_seconds)
+            except Exception as exc:  # record, don't abort the benchmark
+                error = f"{type(exc).__name__}: {exc}"[:200]
+                break
+            times.append(seconds)
+            if capped:
+                break
+        batch_size = params.get("batch_size", info.defaults().get("batch_size"))
+        if batch_size is None and name in BATCH1_ALGORITHMS:
+            batch_size = 1.0
+        rec = {"suite": "fits", "algorithm": name, "model": model_name, "measure": measure, "dataset": dataset,
+               "n": n, "n_params": model.n_params, "batch_size": batch_size}
+        if error is not None:
+            rec["error"] = error
+            return rec
+        rec["seconds"] = times[0]
+        if len(times) > 1:
+            rec["seconds_repeat"] = min(times[1:])
+        if capped:
+            rec["capped"] = True
+            rec["note"] = f"stopped after {cap_seconds:g} s (cap); seconds is a lower bound"
+            return rec
+        steps = fits[-1].privacy.get("steps")
+        rec["steps"] = steps
+        if steps and rec["batch_size"]:
+            rec["examples_per_s"] = steps * float(rec["batch_size"]) / times[0]
+        return rec
+
+    chosen = algorithms_ if algorithms_ is not None else tuple(
+        sorted(k for k, v in algorithms.REGISTRY.items() if v.private))
+    for name in chosen:
+        records.append(one(name, "logreg", {}, "fit (defaults)"))
+    for model_name in models:
+        for name, params in FIT_CASES:
+            if name in algorithms.REGISTRY:
+                records.append(one(name, model_name, params, "fit (equal T: 1 epoch, batch 1)"))
+    return records
+
+
+SUITES: dict[str, Callable[..., list[dict]]] = {"steps": steps_suite, "grads": grads_suite, "pidp": pidp_suite,
+                                                "fits": fits_suite}
+
+
+def _target_text(rec: dict) -> str:
+    target = rec.get("target_examples_per_s")
+    if target is None or (isinstance(target, float) and math.isnan(target)):
+        return ""
+    return f">= {target:,.0f} ({'met' if rec.get('meets_target') else 'NOT met'})"
 
 
 def format_table(records: list[dict]) -> str:
@@ -81,7 +369,14 @@ def format_table(records: list[dict]) -> str:
     if not records:
         return "(no records)"
     df = pd.DataFrame(records)
-    cols = [c for c in ("suite", "algorithm", "model", "batch_size", "steps", "n_params", "seconds", "examples_per_s")
-            if c in df]
-    with pd.option_context("display.width", 160, "display.float_format", lambda v: f"{v:,.4g}"):
-        return df[cols].to_string(index=False)
+    df["target"] = [_target_text(r) for r in records]
+    if "capped" in df or "error" in df:
+        df["note"] = ["capped" if r.get("capped") else ("error" if r.get("error") else "") for r in records]
+    if "batch_size" in df:
+        df["batch_size"] = [("" if b is None or (isinstance(b, float) and math.isnan(b)) else f"{float(b):g}")
+                            for b in df["batch_size"]]
+    cols = [c for c in ("suite", "algorithm", "model", "measure", "batch_size", "n_params", "steps", "seconds",
+                        "seconds_repeat", "examples_per_s", "target", "note") if c in df]
+    with pd.option_context("display.width", 200, "display.max_rows", 1000, "display.max_colwidth", 40,
+                           "display.float_format", lambda v: f"{v:,.4g}"):
+        return df[cols].to_string(index=False, na_rep="")
