@@ -75,7 +75,6 @@ fixed grid with a Bonferroni correction is not implemented.
 from __future__ import annotations
 
 import functools
-import math
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -85,7 +84,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from dpbench.errors import DpbenchError
-from dpbench.privacy import audit_bounds
+from dpbench.privacy import audit_bounds, checks
 
 AUDIT_SCHEMA = 1  # bump when the meaning of a stored chunk changes
 CHUNK_TRIALS = 50  # fits per stored chunk
@@ -374,16 +373,12 @@ class ResolvedAudit:
         return digest(self.game_identity())
 
 
-def _number(name: str, value: Any, *, low: float, high: float = math.inf, low_open: bool = True,
-            high_open: bool = True) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise AuditError(f"{name}: must be a number, got {value!r}")
-    v = float(value)
-    ok = (v > low if low_open else v >= low) and (v < high if high_open else v <= high) and math.isfinite(v)
-    if not ok:
-        lo, hi = ("(" if low_open else "["), (")" if high_open else "]")
-        raise AuditError(f"{name}: must be in {lo}{low:g}, {high:g}{hi}, got {value!r}")
-    return v
+def _checked(check: Callable[..., Any], name: str, value: Any, *args, **kwargs) -> Any:
+    """A dpbench.privacy.checks function, its ValueError as a one-line AuditError `name: must be ...`."""
+    try:
+        return check(name, value, *args, **kwargs)
+    except ValueError as exc:
+        raise AuditError(str(exc).replace(f"{name} must", f"{name}: must", 1)) from None
 
 
 def check_setup(setup: AuditSetup) -> ResolvedAudit:
@@ -434,16 +429,12 @@ def check_setup(setup: AuditSetup) -> ResolvedAudit:
         if info.private:
             raise AuditError(f"epsilon: {setup.algorithm} is private: give the target epsilon to audit")
     else:
-        _number("epsilon", setup.epsilon, low=0.0)
-    _number("delta", setup.delta, low=0.0, high=1.0)
-    _number("alpha", setup.alpha, low=0.0, high=1.0)
-    if isinstance(setup.trials, bool) or not isinstance(setup.trials, (int, np.integer)) or setup.trials < 4:
-        raise AuditError(f"trials: must be an integer >= 4 (half choose the test, half count), got {setup.trials!r}")
-    rows = recipe.default_rows if setup.rows is None else setup.rows
-    if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or rows < 2:
-        raise AuditError(f"rows: must be an integer >= 2, got {setup.rows!r}")
-    if isinstance(setup.seed, bool) or not isinstance(setup.seed, (int, np.integer)) or setup.seed < 0:
-        raise AuditError(f"seed: must be a non-negative integer, got {setup.seed!r}")
+        _checked(checks.positive, "epsilon", setup.epsilon)
+    _checked(checks.unit_interval, "delta", setup.delta)
+    _checked(checks.unit_interval, "alpha", setup.alpha)
+    _checked(checks.integer, "trials", setup.trials, 4)  # half choose the test, half count its errors
+    rows = _checked(checks.integer, "rows", recipe.default_rows if setup.rows is None else setup.rows, 2)
+    _checked(checks.integer, "seed", setup.seed, 0)
     return ResolvedAudit(setup=setup, recipe=recipe, params=dict(sorted(params.items())),
                          model_options=dict(sorted(model_options.items())), rows=int(rows), private=info.private)
 

@@ -129,6 +129,18 @@ def _batch(X, y, B, rng):
     return np.ascontiguousarray(X[idx]), y[idx]
 
 
+def _batches(X, y, models: tuple[str, ...], batch_sizes: tuple[int, ...]):
+    """(model name, model, theta, X_B, y_B) per model and batch size: the shapes the step suites time."""
+    from dpbench import models as models_mod
+
+    for model_name in models:
+        model = models_mod.make(model_name, X.shape[1])
+        rng = np.random.default_rng(0)
+        theta = _theta(model, rng)
+        for B in batch_sizes:
+            yield (model_name, model, theta, *_batch(X, y, B, rng))
+
+
 def _record(suite, algorithm, model_name, measure, batch_size, n, n_params, *, seconds_per_call=None,
             seconds=None, **extra) -> dict:
     rec = {"suite": suite, "algorithm": algorithm, "model": model_name, "measure": measure,
@@ -150,28 +162,22 @@ def steps_suite(data_dir: str | None = None, repeats: int = 1, *, data=None, mod
                 batch_sizes: tuple[int, ...] = BATCH_SIZES, min_time: float = MIN_TIME, best_of: int = BEST_OF,
                 clip_norm: float = 1.0, noise_multiplier: float = 1.0, lr: float = 0.1) -> list[dict]:
     """One DP-SGD step (clip + noise + update) on a fixed batch of B rows, via `sgd.run_sgd`."""
-    from dpbench import models as models_mod
     from dpbench.algorithms.base import Problem
     from dpbench.algorithms.sgd import run_sgd
 
     X, y = _data(data, data_dir)
     best_of = max(best_of, repeats)
     records = []
-    for model_name in models:
-        model = models_mod.make(model_name, X.shape[1])
-        rng = np.random.default_rng(0)
-        theta0 = _theta(model, rng)
-        for B in batch_sizes:
-            Xb, yb = _batch(X, y, B, rng)
-            batch = Problem(model=model, X=Xb, y=yb)  # rate B/B = 1: every step uses exactly these rows
-            step_rng = np.random.default_rng(1)
+    for model_name, model, theta0, Xb, yb in _batches(X, y, models, batch_sizes):
+        batch = Problem(model=model, X=Xb, y=yb)  # rate B/B = 1: every step uses exactly these rows
+        step_rng = np.random.default_rng(1)
 
-            def run(k: int) -> None:
-                run_sgd(batch, step_rng, steps=k, batch_size=float(Xb.shape[0]), lr=lr, clip_norm=clip_norm,
-                        noise_std=noise_multiplier * clip_norm, theta0=theta0)
+        def run(k: int) -> None:
+            run_sgd(batch, step_rng, steps=k, batch_size=float(Xb.shape[0]), lr=lr, clip_norm=clip_norm,
+                    noise_std=noise_multiplier * clip_norm, theta0=theta0)
 
-            records.append(_record("steps", "dpsgd", model_name, "step", Xb.shape[0], X.shape[0], model.n_params,
-                                   seconds_per_call=_per_call(run, min_time, best_of)))
+        records.append(_record("steps", "dpsgd", model_name, "step", Xb.shape[0], X.shape[0], model.n_params,
+                               seconds_per_call=_per_call(run, min_time, best_of)))
     return records
 
 
@@ -179,29 +185,22 @@ def grads_suite(data_dir: str | None = None, repeats: int = 1, *, data=None, mod
                 batch_sizes: tuple[int, ...] = BATCH_SIZES, min_time: float = MIN_TIME, best_of: int = BEST_OF,
                 clip_norm: float = 1.0) -> list[dict]:
     """Per-example gradients alone: `per_example_grads` and `clipped_grad_sum` on B rows."""
-    from dpbench import models as models_mod
-
     X, y = _data(data, data_dir)
     best_of = max(best_of, repeats)
     records = []
-    for model_name in models:
-        model = models_mod.make(model_name, X.shape[1])
-        rng = np.random.default_rng(0)
-        theta = _theta(model, rng)
-        for B in batch_sizes:
-            Xb, yb = _batch(X, y, B, rng)
+    for model_name, model, theta, Xb, yb in _batches(X, y, models, batch_sizes):
 
-            def pegs(k: int) -> None:
-                for _ in range(k):
-                    model.per_example_grads(theta, Xb, yb)
+        def pegs(k: int) -> None:
+            for _ in range(k):
+                model.per_example_grads(theta, Xb, yb)
 
-            def clipped(k: int) -> None:
-                for _ in range(k):
-                    model.clipped_grad_sum(theta, Xb, yb, clip_norm)
+        def clipped(k: int) -> None:
+            for _ in range(k):
+                model.clipped_grad_sum(theta, Xb, yb, clip_norm)
 
-            for measure, fn in (("per_example_grads", pegs), ("clipped_grad_sum", clipped)):
-                records.append(_record("grads", "dpsgd", model_name, measure, Xb.shape[0], X.shape[0],
-                                       model.n_params, seconds_per_call=_per_call(fn, min_time, best_of)))
+        for measure, fn in (("per_example_grads", pegs), ("clipped_grad_sum", clipped)):
+            records.append(_record("grads", "dpsgd", model_name, measure, Xb.shape[0], X.shape[0],
+                                   model.n_params, seconds_per_call=_per_call(fn, min_time, best_of)))
     return records
 
 
