@@ -37,6 +37,7 @@ figures: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/dpbench bench
+	OPENBLAS_NUM_THREADS=2 OMP_NUM_THREADS=2 $(BIN)/dpbench bench --suite steps --output results/bench-blas2.json
 
 verify: $(STAMP)
 	$(BIN)/dpbench data verify

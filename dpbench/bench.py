@@ -8,12 +8,15 @@ Data: "Adult-sized" means the whole preprocessed Adult data set (train + validat
 stacked: n = 45,222, d = 105 after encoding); the MLP is d -> d -> 1 (11,236 parameters). Every
 suite function also accepts `data=(X, y)` (any shape) so the tests run it on a tiny problem.
 
-Suites (micro-benchmarks run a fixed, pre-drawn batch of B rows, repeat the call enough times to
-last `min_time` seconds, and keep the best of `best_of` such runs; examples/s = B * calls/s):
-  steps  one DP-SGD step (clip + Gaussian noise + update) at B in {1, 64, 256, 1024}, for logreg
-         and mlp, through `sgd.run_sgd` itself -- the loop DP-SGD runs -- on a problem made of the B
-         rows (sampling rate 1, so every step uses exactly that batch: Poisson-free).
-         Model.clipped_grad_sum (the fast, matrix-free path) + rng.normal + reg_grad + update.
+Suites (micro-benchmarks repeat a call enough times to last `min_time` seconds and keep the best
+of `best_of` such runs; examples/s = B * calls/s). Cells run with one BLAS thread per process
+(`dpbench` sets it), and so does the benchmark unless OPENBLAS_NUM_THREADS says otherwise;
+`make bench` runs the steps suite a second time with 2 BLAS threads (results/bench-blas2.json):
+  steps  DP-SGD steps (Poisson sampling from all n rows at rate B/n + clip + Gaussian noise +
+         update) at B in {1, 64, 256, 1024}, for logreg and mlp, through `sgd.run_sgd` itself -- the
+         loop DP-SGD runs -- on both of its paths (`path`: "compiled", `kernels.glm_sgd_steps`,
+         logreg only; "numpy", the model's vectorised methods); examples/s = B * steps/s. Plus one
+         whole run of 50,000 batch-1 logreg steps, in seconds.
   grads  per-example gradients alone for the same shapes: `Model.per_example_grads` (the (B, m)
          matrix, what the reference clipping and PIDP's logreg contributions use) and
          `Model.clipped_grad_sum` (gradients + norms + clipped sum, no noise, no update).
@@ -22,7 +25,8 @@ last `min_time` seconds, and keep the best of `best_of` such runs; examples/s = 
          H + zeta I for logreg; for the MLP the Gauss-Newton matrix on s = 1024 rows, Woodbury with
          a Cholesky of the s x s system), in seconds; the influence step (`op.full`: clipped
          gradients at theta_g solved against the factor, batched, for B rows), examples/s; and the
-         batch-1 SGD step of the PIDP loop (`_step_function`, noise-free and noisy), steps/s.
+         batch-1 SGD step of the PIDP loop, noise-free and noisy, steps/s, on both paths
+         (`_compiled_steps`, the compiled kernels; `_step_function`, numpy).
   fits   wall time of one full fit: every registered private algorithm at its default settings on
          Adult's training split (logreg; n_train = 27,134), each stopped at `cap_seconds` (20 s;
          the record then says so); plus PIDP-SGD against DP-SGD at equal T (one epoch of batch-1
@@ -48,7 +52,9 @@ BATCH_SIZES: tuple[int, ...] = (1, 64, 256, 1024)
 MODELS: tuple[str, ...] = ("logreg", "mlp")
 MIN_TIME = 0.25  # seconds per timed run of a micro-benchmark point
 BEST_OF = 3
-CAP_SECONDS = 20.0  # `fits`: a fit taking longer is stopped and recorded as capped
+CAP_SECONDS = 20.0
+PIDP_BLOCK = 256  # `pidp`: rows (and noise rows) cycled through by the batch-1 step timings
+LONG_RUN_STEPS = 50_000  # `steps`: one whole batch-1 logreg run of this many steps, in seconds  # `fits`: a fit taking longer is stopped and recorded as capped
 
 # (algorithm, hyperparameters) pairs timed by the `fits` suite: PIDP-SGD against DP-SGD at equal T
 FIT_CASES: list[tuple[str, dict]] = [
@@ -160,24 +166,49 @@ def _record(suite, algorithm, model_name, measure, batch_size, n, n_params, *, s
 
 def steps_suite(data_dir: str | None = None, repeats: int = 1, *, data=None, models: tuple[str, ...] = MODELS,
                 batch_sizes: tuple[int, ...] = BATCH_SIZES, min_time: float = MIN_TIME, best_of: int = BEST_OF,
-                clip_norm: float = 1.0, noise_multiplier: float = 1.0, lr: float = 0.1) -> list[dict]:
-    """One DP-SGD step (clip + noise + update) on a fixed batch of B rows, via `sgd.run_sgd`."""
+                clip_norm: float = 1.0, noise_multiplier: float = 1.0, lr: float = 0.1,
+                long_run: int = LONG_RUN_STEPS) -> list[dict]:
+    """DP-SGD steps (Poisson sampling + clip + noise + update) through `sgd.run_sgd`, on both paths.
+
+    Every step samples from all n rows at rate B/n, so examples/s = B * steps/s counts expected
+    batch rows. `path` is "compiled" (`kernels.glm_sgd_steps`: logreg; what fits run) or "numpy"
+    (the model's vectorised methods; the MLP has only this path). Plus one run of `long_run`
+    batch-1 logreg steps, in seconds (the issue's "50,000 steps in about 0.1 s").
+    """
+    from dpbench.algorithms import kernels
     from dpbench.algorithms.base import Problem
     from dpbench.algorithms.sgd import run_sgd
+    from dpbench import models as models_mod
 
     X, y = _data(data, data_dir)
+    n = X.shape[0]
     best_of = max(best_of, repeats)
     records = []
-    for model_name, model, theta0, Xb, yb in _batches(X, y, models, batch_sizes):
-        batch = Problem(model=model, X=Xb, y=yb)  # rate B/B = 1: every step uses exactly these rows
-        step_rng = np.random.default_rng(1)
+    for model_name in models:
+        model = models_mod.make(model_name, X.shape[1])
+        problem = Problem(model=model, X=X, y=y)
+        theta0 = _theta(model, np.random.default_rng(0))
+        paths = [True, False] if kernels.jit_enabled() and kernels.glm_loss_code(model) is not None else [False]
+        for B in batch_sizes:
+            B = min(B, n - 1) if n > 1 else 1  # rate < 1: a sampled step, never the full-batch branch
+            for compiled in paths:
+                step_rng = np.random.default_rng(1)
 
-        def run(k: int) -> None:
-            run_sgd(batch, step_rng, steps=k, batch_size=float(Xb.shape[0]), lr=lr, clip_norm=clip_norm,
-                    noise_std=noise_multiplier * clip_norm, theta0=theta0)
+                def run(k: int) -> None:
+                    run_sgd(problem, step_rng, steps=k, batch_size=float(B), lr=lr, clip_norm=clip_norm,
+                            noise_std=noise_multiplier * clip_norm, theta0=theta0, compiled=compiled)
 
-        records.append(_record("steps", "dpsgd", model_name, "step", Xb.shape[0], X.shape[0], model.n_params,
-                               seconds_per_call=_per_call(run, min_time, best_of)))
+                run(2)  # compile (or load the compiled cache) outside the timing
+                records.append(_record("steps", "dpsgd", model_name, "step", B, n, model.n_params,
+                                       seconds_per_call=_per_call(run, min_time, best_of),
+                                       path="compiled" if compiled else "numpy"))
+        if model_name == "logreg" and long_run:
+            for compiled in paths:
+                seconds = _timed(lambda: run_sgd(problem, np.random.default_rng(2), steps=long_run, batch_size=1.0,
+                                                 lr=lr, clip_norm=clip_norm, noise_std=noise_multiplier * clip_norm,
+                                                 theta0=theta0, compiled=compiled), best_of)
+                records.append(_record("steps", "dpsgd", model_name, f"{long_run:,} steps", 1, n, model.n_params,
+                                       seconds=seconds, path="compiled" if compiled else "numpy"))
     return records
 
 
@@ -210,7 +241,8 @@ def pidp_suite(data_dir: str | None = None, repeats: int = 1, *, data=None, mode
     """PIDP-SGD: Hessian build + factorisation (s), batched influence solve and batch-1 step (examples/s)."""
     from dpbench import models as models_mod
     from dpbench.algorithms.base import Problem
-    from dpbench.algorithms.pidp import _influence_operator, _step_function
+    from dpbench.algorithms import kernels
+    from dpbench.algorithms.pidp import _compiled_steps, _influence_operator, _step_function
 
     X, y = _data(data, data_dir)
     n = X.shape[0]
@@ -241,17 +273,29 @@ def pidp_suite(data_dir: str | None = None, repeats: int = 1, *, data=None, mode
 
             records.append(_record("pidp", "pidp_sgd", model_name, "influence solve", len(idx), n, model.n_params,
                                    seconds_per_call=_per_call(influence, min_time, best_of)))
-        rows = rng.integers(0, n, size=4096).tolist()
-        noise = 1e-3 * rng.standard_normal(model.n_params)
-        for measure, noise_arg in (("batch-1 step (noise-free)", None), ("batch-1 step (noisy)", noise)):
+        rows = rng.integers(0, n, size=PIDP_BLOCK)
+        noise_rows = 1e-3 * rng.standard_normal((PIDP_BLOCK, model.n_params))
+        for noisy in (False, True):
+            measure = f"batch-1 step ({'noisy' if noisy else 'noise-free'})"
+            free = np.full(PIDP_BLOCK, not noisy)
             step = _step_function(model, X, y, theta.copy(), lr, clip_norm)
+            compiled = _compiled_steps(model, X, y, theta.copy(), lr, clip_norm) if kernels.jit_enabled() else None
 
-            def steps(k: int) -> None:
+            def numpy_steps(k: int) -> None:
                 for j in range(k):
-                    step(rows[j & 4095], noise_arg)
+                    step(int(rows[j % PIDP_BLOCK]), noise_rows[j % PIDP_BLOCK] if noisy else None)
 
-            records.append(_record("pidp", "pidp_sgd", model_name, measure, 1, n, model.n_params,
-                                   seconds_per_call=_per_call(steps, min_time, best_of)))
+            def compiled_steps(k: int) -> None:
+                for a in range(0, k, PIDP_BLOCK):
+                    b = min(k - a, PIDP_BLOCK)
+                    compiled(rows[:b], free[:b], noise_rows[:b])
+
+            for path, fn in (("compiled", compiled_steps if compiled else None), ("numpy", numpy_steps)):
+                if fn is None:
+                    continue
+                fn(2)  # compile (or load the compiled cache) outside the timing
+                records.append(_record("pidp", "pidp_sgd", model_name, measure, 1, n, model.n_params,
+                                       seconds_per_call=_per_call(fn, min_time, best_of), path=path))
     return records
 
 
@@ -374,7 +418,7 @@ def format_table(records: list[dict]) -> str:
     if "batch_size" in df:
         df["batch_size"] = [("" if b is None or (isinstance(b, float) and math.isnan(b)) else f"{float(b):g}")
                             for b in df["batch_size"]]
-    cols = [c for c in ("suite", "algorithm", "model", "measure", "batch_size", "n_params", "steps", "seconds",
+    cols = [c for c in ("suite", "algorithm", "model", "measure", "path", "batch_size", "n_params", "steps", "seconds",
                         "seconds_repeat", "examples_per_s", "target", "note") if c in df]
     with pd.option_context("display.width", 200, "display.max_rows", 1000, "display.max_colwidth", 40,
                            "display.float_format", lambda v: f"{v:,.4g}"):

@@ -153,15 +153,41 @@ def _json_float(x: Any) -> Any:
     return x
 
 
+#: datasets this process loaded last, newest at the end: cells arrive sorted by (dataset, rep), so
+#: a worker's next cell nearly always reuses one (KDDCup99's 494,021 rows take ~1-2 s to split)
+_DATASETS: list[tuple[str, Any]] = []
+DATASETS_KEPT = 2
+
+
+def load_dataset(cell: Cell, context: CellContext):
+    """`data.load` for the cell's split, memoised per process; the arrays are made read-only so an
+    algorithm that wrote into its training data would fail loudly instead of corrupting the next cell."""
+    from dpbench import data
+
+    key = canonical_json([cell.dataset, cell.data_seed, context.data_dir, cell.dataset_options])
+    for i, (k, dataset) in enumerate(_DATASETS):
+        if k == key:
+            _DATASETS.append(_DATASETS.pop(i))
+            return dataset
+    dataset = data.load(cell.dataset, seed=cell.data_seed, data_dir=context.data_dir, **dict(cell.dataset_options))
+    for name in ("X_train", "y_train", "X_val", "y_val", "X_test", "y_test", "w_star"):
+        array = getattr(dataset, name)
+        if isinstance(array, np.ndarray):
+            array.flags.writeable = False
+    _DATASETS.append((key, dataset))
+    del _DATASETS[:-DATASETS_KEPT]
+    return dataset
+
+
 def optimum_path(cell: Cell, context: CellContext) -> Path | None:
     return Path(context.cache_dir) / f"optimum-{cell.problem_key}.json" if context.cache_dir else None
 
 
 def prepare_optimum(cell: Cell, context: CellContext) -> float:
     """L* of the cell's problem, loading the data and model itself (a task of the L* phase)."""
-    from dpbench import algorithms, data, models
+    from dpbench import algorithms, models
 
-    dataset = data.load(cell.dataset, seed=cell.data_seed, data_dir=context.data_dir, **dict(cell.dataset_options))
+    dataset = load_dataset(cell, context)
     model = models.make(cell.model, dataset.n_features, **dict(cell.model_options))
     return optimum(cell, algorithms.Problem(model=model, X=dataset.X_train, y=dataset.y_train), context)
 
@@ -285,10 +311,10 @@ def trace_metrics(trace: list[dict], model, dataset, lstar: float | None = None)
 
 def run_cell(cell: Cell, context: CellContext = CellContext()) -> dict:
     """Load data, build the model, fit, evaluate: the record stored for this cell."""
-    from dpbench import algorithms, data, metrics, models
+    from dpbench import algorithms, metrics, models
 
     load_privacy_memo(context)
-    dataset = data.load(cell.dataset, seed=cell.data_seed, data_dir=context.data_dir, **dict(cell.dataset_options))
+    dataset = load_dataset(cell, context)
     model = models.make(cell.model, dataset.n_features, **dict(cell.model_options))
     problem = algorithms.Problem(model=model, X=dataset.X_train, y=dataset.y_train)
     info = algorithms.get(cell.algorithm)

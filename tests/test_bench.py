@@ -43,11 +43,17 @@ def _check(records: list[dict], suite: str, value_key: str | None = None) -> Non
 
 
 def test_steps_suite(tiny_data):
-    records = bench.steps_suite(data=tiny_data, **TINY)
-    _check(records, "steps", "examples_per_s")
-    assert {(r["model"], r["batch_size"]) for r in records} == {(m, b) for m in ("logreg", "mlp") for b in (1, 8)}
+    records = bench.steps_suite(data=tiny_data, long_run=500, **TINY)
+    steps = [r for r in records if r["measure"] == "step"]
+    _check(steps, "steps", "examples_per_s")
+    # logreg on both paths (the compiled loop and the numpy twin), the MLP on the numpy path
+    assert {(r["model"], r["batch_size"], r["path"]) for r in steps} == {
+        *(("logreg", b, p) for b in (1, 8) for p in ("compiled", "numpy")), ("mlp", 1, "numpy"), ("mlp", 8, "numpy")}
+    long = [r for r in records if r["measure"] == "500 steps"]
+    _check(long, "steps", "seconds")
+    assert {r["path"] for r in long} == {"compiled", "numpy"}
     # the targets are attached (printed for the reader), but never asserted
-    assert any("target_examples_per_s" in r for r in records if r["model"] == "logreg" and r["batch_size"] == 1)
+    assert any("target_examples_per_s" in r for r in steps if r["model"] == "logreg" and r["batch_size"] == 1)
 
 
 def test_grads_suite(tiny_data):

@@ -65,13 +65,15 @@ def test_blocks_follow_the_mlp_layout_and_smoothing_is_per_block():
         assert not np.allclose(smoother(mlp, sigma)(g), smooth(g, sigma))
 
 
-def test_sigma_zero_is_dpsgd_bit_for_bit():
+def test_sigma_zero_is_dpsgd_on_the_same_draws():
     p = logistic_problem()
     target = PrivacyTarget(epsilon=1.0, delta=1e-5)
     kw = dict(epochs=2, batch_size=50, lr=0.5)
     a = fit_dpsgd(p, target, np.random.default_rng(7), **kw)
     b = fit_dp_lssgd(p, target, np.random.default_rng(7), smoothing=0.0, **kw)
-    assert np.array_equal(a.theta, b.theta)
+    # DP-SGD runs the compiled loop, DP-LSSGD (a transform) the numpy one: same draws, ~1e-15 apart
+    np.testing.assert_allclose(a.theta, b.theta, rtol=0, atol=1e-12)
+    assert np.linalg.norm(a.theta) > 0.1
     # the loop itself, with a schedule, a projection and a trace (MLP: several blocks, clipping)
     mlp = Problem(model=models.make("mlp", 6, hidden=4), X=p.X[:500], y=p.y[:500])
     kw2 = dict(steps=40, batch_size=32.0, lr=0.3, lr_schedule="inverse_sqrt", clip_norm=1.0, noise_std=2.0,

@@ -84,3 +84,24 @@ def test_jobs_1_and_jobs_2_give_identical_results(tiny_spec, tmp_path, data_dir)
         tables.append((runs.drop(columns=["fit_seconds"]), curves))
     pd.testing.assert_frame_equal(tables[0][0], tables[1][0], check_exact=True)
     pd.testing.assert_frame_equal(tables[0][1], tables[1][1], check_exact=True)
+
+
+def test_a_worker_reuses_its_last_data_split_read_only(tiny_spec, data_dir):
+    """cells.load_dataset: the same split object for cells of one (dataset, rep); arrays read-only."""
+
+    from dpbench import cells
+
+    exp = spec.load(tiny_spec)
+    context = cells.CellContext(data_dir=str(data_dir))
+    by_rep = {}
+    for cell in exp.cells():
+        by_rep.setdefault(cell.rep, []).append(cell)
+    first, second = by_rep[0][0], by_rep[0][-1]
+    other = by_rep[1][0]
+    a = cells.load_dataset(first, context)
+    assert cells.load_dataset(second, context) is a  # same split: reused
+    b = cells.load_dataset(other, context)
+    assert b is not a
+    assert cells.load_dataset(first, context) is a  # still kept (two splits per process)
+    with pytest.raises(ValueError, match="read-only"):
+        a.X_train[0, 0] = 1.0  # an algorithm writing into its data fails loudly

@@ -62,6 +62,13 @@ def test_trimmed_mean_is_the_clamped_middle_mean_per_column():
     np.testing.assert_allclose(trimmed_mean(U, m, a, b), expected, rtol=1e-13, atol=1e-14)
     assert trimmed_mean(U[:, 2], m, a, b) == pytest.approx(expected[2], rel=1e-13)
     assert trimmed_mean(U, 0, a, b) == pytest.approx(np.clip(U, a, b).mean(axis=0), rel=1e-13)
+    # m = 1 (the default trim) takes the min/max/sum shortcut; m = 2 the partition: both as sorted
+    for m in (1, 2):
+        expected = [np.sort(np.clip(U[:, j], a, b))[m:41 - m].mean() for j in range(5)]
+        np.testing.assert_allclose(trimmed_mean(U, m, a, b), expected, rtol=1e-13, atol=1e-14)
+        S = trimmed_mean_smooth_sensitivity(U, m, 0.3, a, b)
+        S_exact = [trimmed_mean_smooth_sensitivity(U[:, j], m, 0.3, a, b) for j in range(5)]
+        np.testing.assert_allclose(S, S_exact, rtol=1e-13)
 
 
 def test_smooth_bound_dominates_exact_smooth_sensitivity_dominates_local_sensitivity():

@@ -62,6 +62,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from dpbench.algorithms import kernels
 from dpbench.algorithms.base import (
     AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, ledger, output_sensitivity_claim, register,
 )
@@ -209,22 +210,33 @@ def plan_bolt_on(model: Model, n: int, *, variant: str = "convex", epochs: int =
 
 
 def bolt_on_core(model: Model, X: np.ndarray, y: np.ndarray, perm: np.ndarray, plan: BoltOnPlan,
-                 theta0: np.ndarray) -> np.ndarray:
+                 theta0: np.ndarray, compiled: bool | None = None) -> np.ndarray:
     """theta_T before noise: k passes of projected mini-batch SGD over `perm` (deterministic).
 
-    Batch b of every pass is rows perm[bB:(b+1)B], b < m; its gradient is the model's vectorised
-    mean data gradient on those rows plus lambda theta (no clipping: the bound is the Lipschitz one).
+    Batch b of every pass is rows perm[bB:(b+1)B], b < m; its gradient is the model's mean data
+    gradient on those rows plus lambda theta (no clipping: the bound is the Lipschitz one). For
+    logistic/ridge regression the passes run in the compiled loop `kernels.glm_sgd_steps` (the
+    batch-1 form is otherwise ~10 numpy calls per step); `compiled=False` forces the numpy path.
     """
     B, m = plan.batch_size, plan.batches_per_pass
+    theta = np.array(theta0, dtype=float)
+    steps = np.arange(1, plan.epochs * m + 1)
+    lrs = np.array([plan.step_size(int(t)) for t in steps])
+    loss = kernels.glm_loss_code(model)
+    if (kernels.jit_enabled() if compiled is None else compiled) and loss is not None:
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        y = np.ascontiguousarray(y, dtype=np.float64)
+        rows = np.tile(np.asarray(perm, dtype=np.int64)[:B * m], plan.epochs)
+        offsets = np.arange(plan.epochs * m + 1, dtype=np.int64) * B
+        kernels.glm_sgd_steps(theta, X, y, kernels.row_norms(X), offsets, rows, np.empty((0, theta.size)), 0.0,
+                              lrs, loss, 0.0, float(B), float(plan.l2), float(plan.radius or 0.0), 0, len(lrs))
+        return theta
     order = np.asarray(perm)[:B * m].reshape(m, B)
     Xb, yb = np.asarray(X)[order], np.asarray(y)[order]  # (m, B, d), (m, B): gathered once
-    theta = np.array(theta0, dtype=float)
-    t = 0
-    for _ in range(plan.epochs):
-        for b in range(m):
-            t += 1
-            g = model.data_grad(theta, Xb[b], yb[b]) + plan.l2 * theta
-            theta = project_to_ball(theta - plan.step_size(t) * g, plan.radius)
+    for t, lr in enumerate(lrs):
+        b = t % m
+        g = model.data_grad(theta, Xb[b], yb[b]) + plan.l2 * theta
+        theta = project_to_ball(theta - lr * g, plan.radius)
     return theta
 
 

@@ -105,6 +105,9 @@ DEFAULT_STEPS = 50
 DEFAULT_KAPPA = 4.0
 DEFAULT_TRIM = 1
 NOMINAL_LR = 0.1  # models without a smoothness bound
+#: Alg. 3 needs every row's gradient coordinate by coordinate (the (rows x p) matrix U); past this
+#: many floats (2 GB) a fit is refused with a message instead of exhausting memory (use batch_size)
+MAX_U_FLOATS = 1 << 28
 _EPS_SLACK = 1e-9
 
 PRINTED_DEFECTS = (
@@ -162,6 +165,10 @@ def fit_bun_steinke(
         if batch_size > n:
             raise ValueError(f"{NAME}: batch_size={batch_size} exceeds the {n} training rows; use null for full batch")
     rows = n if batch_size is None else batch_size
+    if rows * model.n_params > MAX_U_FLOATS:
+        raise ValueError(f"{NAME}: each step forms the {rows} x {model.n_params} matrix of per-example gradients "
+                         f"({rows * model.n_params * 8 / 2**30:.1f} GiB, limit {MAX_U_FLOATS * 8 / 2**30:.0f} GiB); "
+                         f"set batch_size to at most {MAX_U_FLOATS // model.n_params} rows")
     if not rows > 2 * trim:
         raise ValueError(f"{NAME}: trim={trim} needs more than 2*trim rows per step, got {rows}")
     if lr is None:

@@ -145,6 +145,7 @@ import numpy as np
 from scipy import linalg
 from scipy.special import expit
 
+from dpbench.algorithms import kernels
 from dpbench.algorithms.base import AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, ledger, register
 from dpbench.algorithms.dpsgd import CALIBRATIONS, dpsgd_noise_multiplier
 from dpbench.algorithms.sgd import training_loss_trace
@@ -636,6 +637,26 @@ def _step_function(model: Model, X: np.ndarray, y: np.ndarray, theta: np.ndarray
     return step_generic
 
 
+def _compiled_steps(model: Model, X: np.ndarray, y: np.ndarray, theta: np.ndarray, lr: float,
+                    clip_norm: float) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None:
+    """run(rows, free, noise): the steps of `_step_function` for these rows in one compiled call
+    (`kernels.pidp_glm_steps` / `pidp_mlp_steps`), theta updated in place; None when the model
+    has no compiled loop. `noise` holds the noisy steps' rows in order, scaled by lr * sigma.
+    """
+    shrink = 1.0 - lr * model.l2
+    C = float(clip_norm)
+    if isinstance(model, LogisticRegression) and kernels.glm_loss_code(model) == kernels.LOGISTIC:
+        xnorm = kernels.row_norms(X)
+        return lambda rows, free, noise: kernels.pidp_glm_steps(theta, X, y, xnorm, rows, free, noise, lr, shrink, C)
+    act = kernels.mlp_activation_code(model)
+    if act is not None:
+        xx = np.einsum("ij,ij->i", X, X)
+        hidden = int(model.hidden)
+        return lambda rows, free, noise: kernels.pidp_mlp_steps(theta, X, y, xx, rows, free, noise, lr, shrink, C,
+                                                                hidden, act)
+    return None
+
+
 @dataclass
 class PidpRun:
     """Result of `run_pidp`: final iterate, per-step decisions and what the ledger needs."""
@@ -661,8 +682,15 @@ def round_lengths(steps: int, rounds: int) -> list[int]:
 def run_pidp(problem: Problem, rng: np.random.Generator, *, steps: int, rounds: int, lr: float, clip_norm: float,
              sigma: float, sigma_c: float, radius: float, epsilon1: float, delta1: float, E: float, zeta: float,
              damping: str = "add", hessian: str = "auto", hessian_samples: int = 1024, trace_every: int = 0,
-             on_trace: Callable[[int, np.ndarray], dict] | None = None, record: bool = False) -> PidpRun:
-    """Algorithm 1 of [S0] with given noise scales (the fit computes them from the budget)."""
+             on_trace: Callable[[int, np.ndarray], dict] | None = None, record: bool = False,
+             compiled: bool | None = None) -> PidpRun:
+    """Algorithm 1 of [S0] with given noise scales (the fit computes them from the budget).
+
+    `compiled`: None runs lines 11-14 in the compiled loops of `kernels` where they exist
+    (`kernels.jit_enabled()`), False forces the numpy `_step_function` (same draws, same result
+    to ~1e-12).
+    """
+    use_compiled = kernels.jit_enabled() if compiled is None else compiled
     model, X, y, n = problem.model, problem.X, problem.y, problem.n
     X = np.ascontiguousarray(X, dtype=float)
     y = np.asarray(y, dtype=float)
@@ -675,6 +703,8 @@ def run_pidp(problem: Problem, rng: np.random.Generator, *, steps: int, rounds: 
     tau = pidp_threshold(radius, epsilon1, delta1)
     ctx = _DecisionContext(n=n, E=E, sigma_c=sigma_c, radius=radius, epsilon1=epsilon1, delta1=delta1, tau=tau)
     step = _step_function(model, X, y, theta, lr, clip_norm)
+    compiled = _compiled_steps(model, X, y, theta, lr, clip_norm) if use_compiled else None
+    no_noise = np.empty((0, m))
     noise_scale = lr * sigma
     noise_free = np.empty(steps, dtype=bool)
     trace: list[dict] = []
@@ -692,14 +722,25 @@ def run_pidp(problem: Problem, rng: np.random.Generator, *, steps: int, rounds: 
         free = op.decide(round_idx, c_rng, ctx)  # lines 7-10 for the whole round
         noise_free[t0:t0 + length] = free
         for a in range(0, length, loop_chunk):  # lines 11-14
-            rows = round_idx[a:a + loop_chunk].tolist()
+            rows = round_idx[a:a + loop_chunk]
             fr = free[a:a + loop_chunk]
             noisy = int(len(rows) - np.count_nonzero(fr))
             noise = step_rng.standard_normal((noisy, m)) if noisy else None
             if noise is not None:
                 noise *= noise_scale
+            if compiled is not None:  # the same steps in compiled stretches, cut at trace points
+                p = j = 0
+                while p < len(rows):
+                    e = len(rows) if not trace_every else min(len(rows), p + trace_every - t0 % trace_every)
+                    compiled(rows[p:e], fr[p:e], no_noise if noise is None else noise[j:])
+                    j += int((e - p) - np.count_nonzero(fr[p:e]))
+                    t0 += e - p
+                    p = e
+                    if trace_every and on_trace is not None and (t0 % trace_every == 0 or t0 == steps):
+                        trace.append({"step": t0, **on_trace(t0, theta)})
+                continue
             j = 0
-            for i, is_free in zip(rows, fr.tolist()):
+            for i, is_free in zip(rows.tolist(), fr.tolist()):
                 if is_free:
                     step(i, None)
                 else:

@@ -154,6 +154,9 @@ def _extremes(A: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray
     n, d = A.shape
     if m == 0:
         return np.empty((0, d)), np.empty((0, d)), A.sum(axis=0)
+    if m == 1:  # the default trim: min, max and sum along rows, no transposed copy (~2x faster)
+        low, high = A.min(axis=0), A.max(axis=0)
+        return low[None, :], high[None, :], A.sum(axis=0) - low - high
     # partition contiguous rows of the (d, n) transpose: ~1.4x faster than strided columns
     P = np.partition(np.ascontiguousarray(A.T), (m - 1, n - m), axis=1)  # [:m] smallest, [n-m:] largest
     low = np.sort(P[:, :m], axis=1).T
