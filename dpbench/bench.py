@@ -279,7 +279,8 @@ def pidp_suite(data_dir: str | None = None, repeats: int = 1, *, data=None, mode
             measure = f"batch-1 step ({'noisy' if noisy else 'noise-free'})"
             free = np.full(PIDP_BLOCK, not noisy)
             step = _step_function(model, X, y, theta.copy(), lr, clip_norm)
-            compiled = _compiled_steps(model, X, y, theta.copy(), lr, clip_norm) if kernels.jit_enabled() else None
+            compiled = (_compiled_steps(model, X, y, theta.copy(), lr, clip_norm, 1.0)  # noise_rows: scaled
+                        if kernels.jit_enabled() else None)
 
             def numpy_steps(k: int) -> None:
                 for j in range(k):

@@ -96,6 +96,14 @@ def test_grad_is_mean_per_example_plus_reg(problem):
         model.per_example_losses(theta, X, y).mean() + 0.5 * model.l2 * theta @ theta, rel=1e-14)
 
 
+def test_loss_and_grad_is_loss_and_grad_bit_for_bit(problem):
+    """What the optimisers call: one forward pass for the MLP, the same numbers as the two calls."""
+    model, X, y, theta, _ = problem
+    value, g = model.loss_and_grad(theta, X, y)
+    assert value == model.loss(theta, X, y)
+    np.testing.assert_array_equal(g, model.grad(theta, X, y))
+
+
 def test_clipped_grad_sum_equals_naive_clip_then_sum(problem):
     model, X, y, theta, _ = problem
     G = model.per_example_grads(theta, X, y)

@@ -149,11 +149,11 @@ def glm_sgd_steps(theta, X, y, xnorm, offsets, rows, noise, noise_std, lrs, loss
 
 
 @njit(cache=True, nogil=True)
-def pidp_glm_steps(theta, X, y, xnorm, rows, free, noise, lr, shrink, clip_norm):  # pragma: no cover
+def pidp_glm_steps(theta, X, y, xnorm, rows, free, noise, noise_scale, lr, shrink, clip_norm):  # pragma: no cover
     """Batch-1 steps of PIDP-SGD for logistic regression (lines 11-14 of [S0] Alg. 1), in place.
 
-    theta <- theta * (1 - lr l2) - lr c phi'(z_i) x_i, minus the next row of `noise` (already
-    scaled by lr sigma) when the step is noisy (free[k] False); c clips to clip_norm.
+    theta <- theta * (1 - lr l2) - lr c phi'(z_i) x_i, minus noise_scale (= lr sigma) times the
+    next row of standard normal `noise` when the step is noisy (free[k] False); c clips to clip_norm.
     """
     m = theta.shape[0]
     j = 0
@@ -172,17 +172,19 @@ def pidp_glm_steps(theta, X, y, xnorm, rows, free, noise, lr, shrink, clip_norm)
                 theta[p] = theta[p] * shrink - a * X[i, p]
         else:
             for p in range(m):
-                theta[p] = (theta[p] * shrink - a * X[i, p]) - noise[j, p]
+                theta[p] = (theta[p] * shrink - a * X[i, p]) - noise_scale * noise[j, p]
             j += 1
 
 
 @njit(cache=True, nogil=True)
-def pidp_mlp_steps(theta, X, y, xx, rows, free, noise, lr, shrink, clip_norm, hidden, act):  # pragma: no cover
+def pidp_mlp_steps(theta, X, y, xx, rows, free, noise, noise_scale, lr, shrink, clip_norm, hidden,
+                   act):  # pragma: no cover
     """Batch-1 steps of PIDP-SGD for the one-hidden-layer MLP (theta = [W1 (h x d), b1, w2, b2]).
 
     Mirrors the MLP path of `pidp._step_function`: z = W1 x + b1, a = act(z), u = a.w2 + b2,
     s = dl/du, delta = s w2 act'(z); gradient norm^2 = ||delta||^2 (||x||^2 + 1) + s^2 (||a||^2 + 1);
-    clipped, scaled by lr, subtracted after the shrink, then the noise row if the step is noisy.
+    clipped, scaled by lr, subtracted after the shrink, then noise_scale times the noise row if the
+    step is noisy.
     """
     h = hidden
     d = X.shape[1]
@@ -230,5 +232,5 @@ def pidp_mlp_steps(theta, X, y, xx, rows, free, noise, lr, shrink, clip_norm, hi
         theta[m - 1] = theta[m - 1] * shrink - s * scale
         if not free[k]:
             for p in range(m):
-                theta[p] -= noise[j, p]
+                theta[p] -= noise_scale * noise[j, p]
             j += 1

@@ -24,7 +24,7 @@ def _lbfgs(problem: Problem, theta0: np.ndarray, maxiter: int) -> np.ndarray:
     model, X, y = problem.model, problem.X, problem.y
 
     def fun(theta: np.ndarray) -> tuple[float, np.ndarray]:
-        return model.loss(theta, X, y), model.grad(theta, X, y)
+        return model.loss_and_grad(theta, X, y)
 
     res = minimize(fun, theta0, jac=True, method="L-BFGS-B",
                    options={"maxiter": maxiter, "gtol": 1e-10, "ftol": 1e-16, "maxcor": 20})

@@ -73,9 +73,8 @@ def perturbed_objective(problem: Problem, b: np.ndarray, Delta: float):
     a = Delta / n
 
     def fun(theta: np.ndarray) -> tuple[float, np.ndarray]:
-        value = model.loss(theta, X, y) + 0.5 * a * float(theta @ theta) + float(b @ theta) / n
-        grad = model.grad(theta, X, y) + a * theta + b / n
-        return value, grad
+        loss, grad = model.loss_and_grad(theta, X, y)
+        return loss + 0.5 * a * float(theta @ theta) + float(b @ theta) / n, grad + a * theta + b / n
 
     return fun
 

@@ -637,23 +637,25 @@ def _step_function(model: Model, X: np.ndarray, y: np.ndarray, theta: np.ndarray
     return step_generic
 
 
-def _compiled_steps(model: Model, X: np.ndarray, y: np.ndarray, theta: np.ndarray, lr: float,
-                    clip_norm: float) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None:
+def _compiled_steps(model: Model, X: np.ndarray, y: np.ndarray, theta: np.ndarray, lr: float, clip_norm: float,
+                    noise_scale: float) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None:
     """run(rows, free, noise): the steps of `_step_function` for these rows in one compiled call
     (`kernels.pidp_glm_steps` / `pidp_mlp_steps`), theta updated in place; None when the model
-    has no compiled loop. `noise` holds the noisy steps' rows in order, scaled by lr * sigma.
+    has no compiled loop. `noise` holds the noisy steps' standard normal rows in order; the kernel
+    scales them by noise_scale (= lr * sigma) as it goes, the same product `_step_function` gets.
     """
     shrink = 1.0 - lr * model.l2
     C = float(clip_norm)
     if isinstance(model, LogisticRegression) and kernels.glm_loss_code(model) == kernels.LOGISTIC:
         xnorm = kernels.row_norms(X)
-        return lambda rows, free, noise: kernels.pidp_glm_steps(theta, X, y, xnorm, rows, free, noise, lr, shrink, C)
+        return lambda rows, free, noise: kernels.pidp_glm_steps(theta, X, y, xnorm, rows, free, noise, noise_scale,
+                                                                lr, shrink, C)
     act = kernels.mlp_activation_code(model)
     if act is not None:
         xx = np.einsum("ij,ij->i", X, X)
         hidden = int(model.hidden)
-        return lambda rows, free, noise: kernels.pidp_mlp_steps(theta, X, y, xx, rows, free, noise, lr, shrink, C,
-                                                                hidden, act)
+        return lambda rows, free, noise: kernels.pidp_mlp_steps(theta, X, y, xx, rows, free, noise, noise_scale,
+                                                                lr, shrink, C, hidden, act)
     return None
 
 
@@ -703,9 +705,9 @@ def run_pidp(problem: Problem, rng: np.random.Generator, *, steps: int, rounds: 
     tau = pidp_threshold(radius, epsilon1, delta1)
     ctx = _DecisionContext(n=n, E=E, sigma_c=sigma_c, radius=radius, epsilon1=epsilon1, delta1=delta1, tau=tau)
     step = _step_function(model, X, y, theta, lr, clip_norm)
-    compiled = _compiled_steps(model, X, y, theta, lr, clip_norm) if use_compiled else None
-    no_noise = np.empty((0, m))
     noise_scale = lr * sigma
+    compiled = _compiled_steps(model, X, y, theta, lr, clip_norm, noise_scale) if use_compiled else None
+    no_noise = np.empty((0, m))
     noise_free = np.empty(steps, dtype=bool)
     trace: list[dict] = []
     max_abs = float(np.max(np.abs(theta))) if m else 0.0
@@ -713,6 +715,7 @@ def run_pidp(problem: Problem, rng: np.random.Generator, *, steps: int, rounds: 
     kind = ""
     t0 = 0
     loop_chunk = _rows_per_chunk(m)
+    noise_buffer = np.empty((min(loop_chunk, steps), m))  # reused: a fresh one page-faults every chunk
     for length in lengths:
         theta_g = theta.copy()  # the round's reference point (line 4)
         op = _influence_operator(problem, theta_g, zeta=zeta, damping=damping, hessian=hessian,
@@ -725,9 +728,7 @@ def run_pidp(problem: Problem, rng: np.random.Generator, *, steps: int, rounds: 
             rows = round_idx[a:a + loop_chunk]
             fr = free[a:a + loop_chunk]
             noisy = int(len(rows) - np.count_nonzero(fr))
-            noise = step_rng.standard_normal((noisy, m)) if noisy else None
-            if noise is not None:
-                noise *= noise_scale
+            noise = step_rng.standard_normal(out=noise_buffer[:noisy]) if noisy else None
             if compiled is not None:  # the same steps in compiled stretches, cut at trace points
                 p = j = 0
                 while p < len(rows):
@@ -739,6 +740,8 @@ def run_pidp(problem: Problem, rng: np.random.Generator, *, steps: int, rounds: 
                     if trace_every and on_trace is not None and (t0 % trace_every == 0 or t0 == steps):
                         trace.append({"step": t0, **on_trace(t0, theta)})
                 continue
+            if noise is not None:
+                noise *= noise_scale
             j = 0
             for i, is_free in zip(rows.tolist(), fr.tolist()):
                 if is_free:

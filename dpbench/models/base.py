@@ -93,6 +93,11 @@ class Model:
     def grad(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
         return self.data_grad(theta, X, y) + self.reg_grad(theta)
 
+    def loss_and_grad(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+        """(loss, grad) at one point, what optimisers ask for; models whose loss and gradient share
+        a forward pass override it (same numbers as the two calls, one pass fewer)."""
+        return self.loss(theta, X, y), self.grad(theta, X, y)
+
     def hvp(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray, v: np.ndarray) -> np.ndarray:
         return self.data_hvp(theta, X, y, v) + self.l2 * v
 

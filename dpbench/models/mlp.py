@@ -144,11 +144,16 @@ class MLP(Model):
 
     def _backward(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray):
         """(A, s, delta): hidden activations, s = dl/du = -y expit(-y u), delta = dl/dz (n, h)."""
-        w2, A, delta, u = self._forward(theta, X)
+        return self._backward_from(self._forward(theta, X), y)[:3]
+
+    @staticmethod
+    def _backward_from(forward, y: np.ndarray):
+        """(A, s, delta, u) from `_forward`'s output (its D1 buffer becomes delta)."""
+        w2, A, delta, u = forward
         s = -y * expit(-y * u)
         delta *= w2  # D1 buffer reused: delta = s * w2 * act'(z)
         delta *= s[:, None]
-        return A, s, delta
+        return A, s, delta, u
 
     def decision_function(self, theta: np.ndarray, X: np.ndarray) -> np.ndarray:
         """Output score u = w2 . act(W1 x + b1) + b2 (pre-sigmoid), one per row."""
@@ -156,7 +161,11 @@ class MLP(Model):
 
     def per_example_losses(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
         """log(1 + exp(-y u)) via np.logaddexp(0, -y u)."""
-        return np.logaddexp(0.0, -_as_f64(y) * self.decision_function(theta, X))
+        return self._losses_from(self.decision_function(theta, X), _as_f64(y))
+
+    @staticmethod
+    def _losses_from(u: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return np.logaddexp(0.0, -y * u)
 
     def per_example_grads(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
         """(n, m) rows [delta_i x_i^T (row-major), delta_i, s_i a_i, s_i]; vectorised, no loop."""
@@ -176,8 +185,17 @@ class MLP(Model):
         """Backprop of the mean loss: (1/n)[delta^T X, sum delta, A^T s, sum s]; no (n, m) matrix."""
         X, y = _as_f64(X), _as_f64(y)
         A, s, delta = self._backward(theta, X, y)
-        n = X.shape[0]
-        return self.pack(delta.T @ X, delta.sum(axis=0), A.T @ s, s.sum()) / n
+        return self._mean_grad(X, A, s, delta)
+
+    def _mean_grad(self, X: np.ndarray, A: np.ndarray, s: np.ndarray, delta: np.ndarray) -> np.ndarray:
+        return self.pack(delta.T @ X, delta.sum(axis=0), A.T @ s, s.sum()) / X.shape[0]
+
+    def loss_and_grad(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+        """`loss` and `grad` from one forward pass (bit for bit the two calls' numbers)."""
+        X, y = _as_f64(X), _as_f64(y)
+        A, s, delta, u = self._backward_from(self._forward(theta, X), y)
+        value = float(np.mean(self._losses_from(u, y))) + self.reg(theta)
+        return value, self._mean_grad(X, A, s, delta) + self.reg_grad(theta)
 
     def clipped_grad_sum(
         self, theta: np.ndarray, X: np.ndarray, y: np.ndarray, clip_norm: float

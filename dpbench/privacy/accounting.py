@@ -101,7 +101,7 @@ import logging
 import math
 from typing import Callable
 
-from scipy import stats
+from scipy import special
 
 from dp_accounting import dp_event
 from dp_accounting.pld import pld_privacy_accountant
@@ -495,14 +495,18 @@ _GDP_SAFETY = math.log1p(-1e-9)
 
 
 def _gdp_log_delta(epsilon: float, mu: float) -> float:
-    """log of delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) for mu-GDP."""
-    x = stats.norm.logcdf(-epsilon / mu + mu / 2.0)
-    y = epsilon + stats.norm.logcdf(-epsilon / mu - mu / 2.0)
+    """log of delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) for mu-GDP.
+
+    log Phi is scipy.special.log_ndtr, the function stats.norm.logcdf evaluates (the same numbers
+    without its ~90 us of argument handling per call; the bisections below make ~200 calls)."""
+    x = float(special.log_ndtr(-epsilon / mu + mu / 2.0))
+    y = epsilon + float(special.log_ndtr(-epsilon / mu - mu / 2.0))
     if y >= x:
         return -math.inf
     return float(x + math.log1p(-math.exp(y - x)))
 
 
+@functools.lru_cache(maxsize=4096)  # pure; audits ask for the same (eps, delta) thousands of times
 def _gdp_epsilon(mu: float, delta: float) -> float:
     """Smallest eps >= 0 with delta_mu(eps) <= delta (returned value is always feasible)."""
     log_delta = math.log(delta) + _GDP_SAFETY
@@ -520,6 +524,7 @@ def _gdp_epsilon(mu: float, delta: float) -> float:
     return hi
 
 
+@functools.lru_cache(maxsize=4096)
 def _gdp_mu(epsilon: float, delta: float) -> float:
     """Largest mu with delta_mu(eps) <= delta (returned value is always feasible)."""
     log_delta = math.log(delta) + _GDP_SAFETY
