@@ -148,7 +148,7 @@ from scipy.special import expit
 from dpbench.algorithms import kernels
 from dpbench.algorithms.base import AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, ledger, register
 from dpbench.algorithms.dpsgd import CALIBRATIONS, dpsgd_noise_multiplier
-from dpbench.algorithms.sgd import training_loss_trace
+from dpbench.algorithms.sgd import stretch_end, training_loss_trace
 from dpbench.models.base import Model, clip_factors
 from dpbench.models.linear import LogisticRegression
 from dpbench.models.mlp import MLP
@@ -646,7 +646,7 @@ def _compiled_steps(model: Model, X: np.ndarray, y: np.ndarray, theta: np.ndarra
     """
     shrink = 1.0 - lr * model.l2
     C = float(clip_norm)
-    if isinstance(model, LogisticRegression) and kernels.glm_loss_code(model) == kernels.LOGISTIC:
+    if kernels.glm_loss_code(model) == kernels.LOGISTIC:
         xnorm = kernels.row_norms(X)
         return lambda rows, free, noise: kernels.pidp_glm_steps(theta, X, y, xnorm, rows, free, noise, noise_scale,
                                                                 lr, shrink, C)
@@ -704,9 +704,9 @@ def run_pidp(problem: Problem, rng: np.random.Generator, *, steps: int, rounds: 
     indices = idx_rng.integers(0, n, size=steps)  # line 6 for all T steps, one call
     tau = pidp_threshold(radius, epsilon1, delta1)
     ctx = _DecisionContext(n=n, E=E, sigma_c=sigma_c, radius=radius, epsilon1=epsilon1, delta1=delta1, tau=tau)
-    step = _step_function(model, X, y, theta, lr, clip_norm)
     noise_scale = lr * sigma
     compiled = _compiled_steps(model, X, y, theta, lr, clip_norm, noise_scale) if use_compiled else None
+    step = _step_function(model, X, y, theta, lr, clip_norm) if compiled is None else None
     no_noise = np.empty((0, m))
     noise_free = np.empty(steps, dtype=bool)
     trace: list[dict] = []
@@ -732,7 +732,7 @@ def run_pidp(problem: Problem, rng: np.random.Generator, *, steps: int, rounds: 
             if compiled is not None:  # the same steps in compiled stretches, cut at trace points
                 p = j = 0
                 while p < len(rows):
-                    e = len(rows) if not trace_every else min(len(rows), p + trace_every - t0 % trace_every)
+                    e = stretch_end(p, t0, len(rows), trace_every)
                     compiled(rows[p:e], fr[p:e], no_noise if noise is None else noise[j:])
                     j += int((e - p) - np.count_nonzero(fr[p:e]))
                     t0 += e - p

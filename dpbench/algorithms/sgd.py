@@ -60,6 +60,12 @@ def training_loss_trace(problem: Problem) -> Callable[[int, np.ndarray], dict]:
     return lambda step, theta: {"train_loss": problem.model.loss(theta, problem.X, problem.y)}
 
 
+def stretch_end(position: int, done: int, end: int, trace_every: int) -> int:
+    """End (exclusive) of the stretch of steps starting at `position` that stops at the next trace
+    point: `done` steps precede `position`, traces fall after every `trace_every`-th step (0: none)."""
+    return end if not trace_every else min(end, position + trace_every - done % trace_every)
+
+
 def poisson_batches(rng: np.random.Generator, n: int, q: float, steps: int) -> tuple[np.ndarray, np.ndarray]:
     """Rows of `steps` Poisson-sampled batches at rate q < 1: (offsets (steps+1,), rows); step t is
     rows[offsets[t]:offsets[t+1]], in increasing order.
@@ -162,7 +168,7 @@ def run_sgd(
         lrs = learning_rates(lr, lr_schedule, np.arange(start, start + k), steps_per_epoch)
         a = 0
         while a < k:  # up to the next trace point, or the chunk's end
-            b = k if not trace_every else min(k, a + trace_every - (start + a) % trace_every)
+            b = stretch_end(a, start + a, k, trace_every)
             if fast:
                 theta = np.ascontiguousarray(theta)
                 kernels.glm_sgd_steps(theta, X, y, xnorm, offsets, rows, no_noise if noise is None else noise,
