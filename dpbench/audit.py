@@ -525,6 +525,10 @@ def build_game(setup: AuditSetup, *, data_dir: str | None = None) -> tuple[Resol
             raise
         except ValueError as exc:
             raise AuditError(f"dataset: {exc}") from None
+        if setup.rows is not None and setup.rows > dataset.n_train:  # the recipe's default is capped, not this
+            raise AuditError(f"rows: {setup.rows} base rows asked for, but the training split of {setup.dataset} "
+                             f"has {dataset.n_train}; ask for at most {dataset.n_train} (or leave rows out for "
+                             f"min({resolved.recipe.default_rows}, {dataset.n_train}))")
     context = RecipeContext(dataset=dataset, rows=resolved.rows, model=setup.model,
                             model_options=dict(resolved.model_options), seed=int(setup.seed))
     game = resolved.recipe.build(context)
@@ -568,6 +572,10 @@ def run_chunk(chunk: AuditChunk, context: AuditContext = AuditContext()) -> dict
             "scores": scores, "claim": claim, "adjacency": ledger.get("adjacency"),
             "target_epsilon": ledger.get("target_epsilon") if claim != "none" else None,
             "mechanism": ledger.get("mechanism"), "n_rows": int(X.shape[0]), "fit_seconds": fit_seconds}
+
+
+#: what a stored ok-record of `run_chunk` must hold to be used (others are moved aside and rerun)
+CHUNK_FIELDS: dict[str, type] = {"scores": list, "side": int, "start": int, "count": int}
 
 
 def _chunks(resolved: ResolvedAudit, side: int, adjacency: str | None) -> list[AuditChunk]:
@@ -640,9 +648,15 @@ class AuditResult:
         }
 
 
-def _run_phase(chunks, store, context, *, jobs, backend, scheduler, progress, force, description):
+def _run_phase(chunks, store, context, *, jobs, backend, scheduler, progress, force, description, train=True):
     from dpbench import runner
 
+    if not train:  # read what is stored, run nothing
+        missing = [c for c in chunks if not store.is_finished(c.key)]
+        if missing:
+            raise AuditError(f"{description}: {len(missing)} of {len(chunks)} trial chunks are not stored under "
+                             f"{store.cells_dir} (`dpbench run` trains them)")
+        return runner.RunSummary(total=len(chunks), reused=len(chunks), ran=0), [store.get(c.key) for c in chunks]
     summary = runner.run(chunks, functools.partial(run_chunk, context=context), store, jobs=jobs, backend=backend,
                          scheduler=scheduler, force=force, progress=progress, description=description)
     if summary.failed:
@@ -664,28 +678,31 @@ def _one(records: list[dict], field_name: str):
 
 def run_audit(setup: AuditSetup, *, data_dir: str | None = None, results: str | Path = "results", jobs: int = 1,
               backend: str = "loky", scheduler: str | None = None, progress: bool = True,
-              force: bool = False) -> AuditResult:
+              force: bool = False, train: bool = True) -> AuditResult:
     """Play the distinguishing game of `setup` and bound epsilon from below (module docstring).
 
     D0's chunks run first (their ledger gives the claimed adjacency), then D1's; every chunk is
-    stored under <results>/.cache/audits and reused by later calls unless `force`.
+    stored under <results>/.cache/audits and reused by later calls unless `force`. With
+    `train=False` nothing is trained: the bound comes from the stored chunks, and an AuditError
+    says how many are missing.
     """
     from dpbench.store import ResultStore
 
     started = time.perf_counter()
     resolved = check_setup(setup)
     root = Path(results) / ".cache"
-    store = ResultStore(root / "audits")
+    store = ResultStore(root / "audits", required=CHUNK_FIELDS)
     context = AuditContext(data_dir=None if data_dir is None else str(data_dir), cache_dir=str(root))
-    _game_for(setup, context.data_dir)  # data or recipe errors: one line here, before any worker starts
+    if train:
+        _game_for(setup, context.data_dir)  # data or recipe errors: one line here, before any worker starts
     label = setup.display_label
     chunks0 = _chunks(resolved, 0, None)
     summary0, records0 = _run_phase(chunks0, store, context, jobs=jobs, backend=backend, scheduler=scheduler,
-                                    progress=progress, force=force, description=f"audit {label}: D0")
+                                    progress=progress, force=force, description=f"audit {label}: D0", train=train)
     adjacency = game_adjacency(_one(records0, "adjacency"))
     chunks1 = _chunks(resolved, 1, adjacency)
     summary1, records1 = _run_phase(chunks1, store, context, jobs=jobs, backend=backend, scheduler=scheduler,
-                                    progress=progress, force=force, description=f"audit {label}: D1")
+                                    progress=progress, force=force, description=f"audit {label}: D1", train=train)
     records = records0 + records1
     claim = _one(records, "claim")
     claimed = _one(records, "target_epsilon")

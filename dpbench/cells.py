@@ -26,6 +26,9 @@ from typing import Any
 import numpy as np
 
 CELL_SCHEMA = 1  # bump when the meaning of a stored record changes
+#: what a stored ok-record of `run_cell` must hold to be used (others are moved aside and rerun)
+RECORD_FIELDS: dict[str, type] = {"algorithm": str, "params": dict, "dataset": str, "model": str, "rep": int,
+                                  "metrics": dict, "privacy": dict, "trace": list}
 
 
 def canonical_json(obj: Any) -> str:

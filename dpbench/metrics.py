@@ -28,6 +28,10 @@ METRICS: dict[str, tuple[str, str]] = {
     "estimation_error": ("||theta - w*||_2 (synthetic data only)", "min"),
     "excess_population_risk": ("L_P(theta) - min L_P  (excess population risk)", "min"),
 }
+# the range a metric's value lies in (figures keep their ±std bands inside it)
+BOUNDS: dict[str, tuple[float, float]] = {"accuracy": (0.0, 1.0), "optimality_gap": (0.0, float("inf")),
+                                          "test_loss": (0.0, float("inf")), "estimation_error": (0.0, float("inf")),
+                                          "excess_population_risk": (0.0, float("inf"))}
 SELECTION_METRICS: dict[str, str] = {"val_accuracy": "max", "val_loss": "min"}
 # the validation score that selects hyperparameters for each reported metric, unless a spec says
 # otherwise: accuracy by validation accuracy, losses, gaps and errors by validation loss

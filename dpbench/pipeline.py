@@ -21,7 +21,7 @@ import pandas as pd
 
 from dpbench import curves as curves_mod
 from dpbench import plots, runner
-from dpbench.cells import CellContext, optimum_path, prepare_optimum, run_cell
+from dpbench.cells import RECORD_FIELDS, Cell, CellContext, optimum_path, prepare_optimum, run_cell
 from dpbench.errors import DataError, DpbenchError
 from dpbench.spec import DEFAULT_PROFILE, Experiment
 from dpbench.store import ResultStore, RoutedStore, atomic_write_bytes_via, atomic_write_text
@@ -71,6 +71,17 @@ def preflight(exp: Experiment, data_dir: str | None, notify=None) -> frozenset[s
     return frozenset(skipped)
 
 
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def _report_quarantined(stores, notify) -> None:
+    for store in stores:
+        for key, reason, target in store.quarantined:
+            notify(f"damaged cell record {key}.json ({reason}): moved to {target}, recomputing it")
+        store.quarantined.clear()
+
+
 def cache_dir(results: str | Path) -> Path:
     """L* per (data split, model) is shared by every experiment under the same results folder."""
     return Path(results) / ".cache"
@@ -78,13 +89,18 @@ def cache_dir(results: str | Path) -> Path:
 
 def run_experiments(exps: list[Experiment], *, results: str | Path = "results", data_dir: str | None = None,
                     jobs: int = 1, backend: str = "loky", scheduler: str | None = None, force: bool = False,
-                    progress: bool = True) -> runner.RunSummary:
-    """Run every cell of these experiments not stored yet (all with force), under one progress bar."""
+                    progress: bool = True, notify=None) -> runner.RunSummary:
+    """Run every cell of these experiments not stored yet (all with force), under one progress bar.
+
+    A damaged stored record (unreadable, or missing what its kind needs) is moved aside to
+    cells/quarantine/ and its cell recomputed; `notify` (default: stderr) is told which.
+    """
+    notify = notify or _stderr
     skipped = {exp.name: preflight(exp, data_dir) for exp in exps}
     routes: dict[str, list[ResultStore]] = {}
     cells = {}
     for exp in exps:
-        store = ResultStore(experiment_root(exp, results))
+        store = ResultStore(experiment_root(exp, results), required=RECORD_FIELDS)
         for cell in exp.cells(skipped[exp.name]):
             routes.setdefault(cell.key, []).append(store)
             cells.setdefault(cell.key, cell)
@@ -92,6 +108,7 @@ def run_experiments(exps: list[Experiment], *, results: str | Path = "results", 
     ordered = sorted(cells.values(), key=lambda c: (c.dataset, c.rep, c.model, c.algorithm))
     store = RoutedStore(routes)
     todo = ordered if force else [c for c in ordered if not store.is_finished(c.key)]
+    _report_quarantined({s.root: s for stores in routes.values() for s in stores}.values(), notify)
     # L* phase: each (data split, model) once, in parallel over problems, before the cells that
     # need it (otherwise parallel workers compute the same non-convex L* estimate side by side)
     problems = {c.problem_key: c for c in todo if not optimum_path(c, context).exists()}
@@ -119,14 +136,14 @@ def audit_results(exp: Experiment, *, results: str | Path = "results", data_dir:
                       progress=progress, force=force) for setup in exp.audits]
 
 
-def audit_points(exp: Experiment, results: str | Path) -> pd.DataFrame:
+def audit_points(exp: Experiment, results: str | Path, data_dir: str | None = None) -> pd.DataFrame:
     """The audits' lower bounds as check points (metric epsilon_lower_bound, one 'seed'): an audit
     is a pure function of its setup, so its bound is compared exactly like a curve point."""
     from dpbench.check import POINT
 
     rows = [{"label": r.setup.label, "dataset_label": r.setup.dataset or r.setup.canary,
              "model_label": r.setup.model, "epsilon": r.setup.epsilon, "metric": "epsilon_lower_bound", "rep": 0,
-             "value": r.epsilon_lower_bound} for r in audit_results(exp, results=results)]
+             "value": r.epsilon_lower_bound} for r in audit_results(exp, results=results, data_dir=data_dir)]
     return pd.DataFrame(rows, columns=[*POINT, "rep", "value"])
 
 
@@ -140,7 +157,7 @@ def collect(exp: Experiment, results: str | Path) -> tuple[pd.DataFrame, pd.Data
     return runs, curves_mod.curves_table(selected), data_files
 
 
-def seed_points(exp: Experiment, results: str | Path) -> pd.DataFrame:
+def seed_points(exp: Experiment, results: str | Path, data_dir: str | None = None) -> pd.DataFrame:
     """Per-seed values of every curve point (what `check` compares with the reference)."""
     from dpbench.check import seed_points as points
 
@@ -148,27 +165,13 @@ def seed_points(exp: Experiment, results: str | Path) -> pd.DataFrame:
     curve_points = points(selected)
     if not exp.audits:
         return curve_points
-    return pd.concat([p for p in (curve_points, audit_points(exp, results)) if not p.empty], ignore_index=True)
-
-
-def _records(exp: Experiment, results: str | Path) -> list[dict]:
-    """One stored record per cell of the experiment, named as the experiment names that cell.
-
-    Labels are not part of a cell's identity, so two entries of a spec (e.g. a figure's dataset
-    and the matching point of a sweep) can share a stored cell; each gets its own row.
-    """
-    store = ResultStore(experiment_root(exp, results))
-    out = []
-    for cell in exp.cells():
-        record = store.get(cell.key)
-        if record is not None:
-            out.append({**record, **cell.labels()})
-    return out
+    return pd.concat([p for p in (curve_points, audit_points(exp, results, data_dir)) if not p.empty],
+                     ignore_index=True)
 
 
 def _runs_and_selection(exp: Experiment, results: str | Path,
                         records: list[dict] | None = None) -> tuple[pd.DataFrame, dict, dict]:
-    records = _records(exp, results) if records is None else records
+    records = inventory(exp, results).records if records is None else records
     data_files: dict = {}
     for record in records:
         data_files.update(record.get("data_files") or {})
@@ -180,28 +183,97 @@ def reference_path(exp: Experiment, results: str | Path = "results") -> Path:
     return experiment_root(exp, results) / f"reference-{exp.profile}.csv"
 
 
-def render(exp: Experiment, *, results: str | Path = "results", summary: runner.RunSummary | None = None) -> Outputs:
+@dataclass
+class Inventory:
+    """What the store holds of an experiment's grid: the usable records, and every expected cell
+    that has none (with why: not stored, failed, damaged)."""
+
+    records: list[dict]
+    expected: int
+    missing: list[tuple[Cell, str]]
+    skipped: tuple[str, ...] = ()  # optional datasets without a single stored cell
+
+    def describe(self, limit: int = 5) -> str:
+        shown = "; ".join(f"{c.algorithm} {c.dataset_label or c.dataset} {c.model_label or c.model} "
+                          f"eps={c.epsilon} rep={c.rep} ({why})" for c, why in self.missing[:limit])
+        more = f"; and {len(self.missing) - limit} more" if len(self.missing) > limit else ""
+        return f"{len(self.missing)} of {self.expected} cells have no usable result: {shown}{more}"
+
+
+def inventory(exp: Experiment, results: str | Path) -> Inventory:
+    """Usable records of the experiment's cells, and the cells without one.
+
+    An `optional: true` dataset none of whose cells is stored counts as skipped (its file was
+    absent when the experiment ran), not as missing. Labels are not part of a cell's identity, so
+    two entries of a spec (e.g. a figure's dataset and the matching point of a sweep) can share a
+    stored cell; each gets its own record, named as the experiment names it.
+    """
+    store = ResultStore(experiment_root(exp, results), required=RECORD_FIELDS)
+    cells = exp.cells()
+    found: dict[str, tuple[dict | None, str | None]] = {c.key: store.read(c.key) for c in cells}
+    optional = {d.label for d in exp.datasets if d.optional}
+    present = {c.dataset_label for c in cells if found[c.key][0] is not None or found[c.key][1] is not None}
+    skipped = tuple(sorted(optional - present))
+    records, missing = [], []
+    for cell in cells:
+        if cell.dataset_label in skipped:
+            continue
+        record, problem = found[cell.key]
+        if record is not None and record.get("status") == "ok":
+            records.append({**record, **cell.labels()})
+        elif record is not None:
+            missing.append((cell, f"failed: {record.get('error')}"))
+        else:
+            missing.append((cell, f"damaged: {problem}" if problem else "not stored"))
+    expected = sum(c.dataset_label not in skipped for c in cells)
+    return Inventory(records=records, expected=expected, missing=missing, skipped=skipped)
+
+
+def render(exp: Experiment, *, results: str | Path = "results", summary: runner.RunSummary | None = None,
+           partial: bool = False) -> Outputs:
     """Write runs.csv.gz, curves.csv, the figures and manifest.json into the output folder.
 
-    The per-cell table is gzipped (a few MB of privacy-ledger JSON per paper experiment shrinks
-    about 14x; pandas reads it as it is: `pd.read_csv("runs.csv.gz")`).
+    Nothing is trained here (audits are read from their stored chunks). A grid with cells that
+    have no usable result (not stored, failed, damaged) raises IncompleteError naming them and
+    writes nothing, unless `partial`: then the figures' titles, curves.csv (column `partial`) and
+    the manifest say "partial: k of n cells". Files whose bytes would not change are left alone,
+    and the manifest is rewritten only when a result changed, so it describes the run that made
+    the results. The per-cell table is gzipped (a few MB of privacy-ledger JSON per paper
+    experiment shrinks about 14x; pandas reads it as it is: `pd.read_csv("runs.csv.gz")`); fit
+    times go to the local timings.csv.gz, since they differ on every run.
     """
     folder = output_folder(exp, results)
-    records = _records(exp, results)
-    if not records and exp.cells():  # never overwrite stored tables and figures (e.g. committed ones) with empty ones
+    inv = inventory(exp, results)
+    records = inv.records
+    if not records and inv.expected:  # never overwrite stored tables and figures (e.g. committed ones) with empty ones
         raise DpbenchError(f"no stored cells for {exp.name} [{exp.profile}] under {results}/; "
-                           f"run `dpbench run {exp.source if not exp.source.startswith('<') else 'SPEC'}` first")
+                           f"run `{_run_command(exp, results)}` first")
+    audit_list, audit_gaps = _stored_audits(exp, results)
+    if (inv.missing or audit_gaps) and not partial:
+        parts = ([inv.describe()] if inv.missing else []) + audit_gaps[:3]
+        raise IncompleteError(f"{exp.name} [{exp.profile}]: {'; '.join(parts)}. Nothing was written: run "
+                              f"`{_run_command(exp, results)}` to compute them, or pass --partial to draw what "
+                              f"is stored")
+    note = ""
+    if inv.missing or audit_gaps:
+        note = f"partial: {len(records)} of {inv.expected} cells" + \
+            (f", {len(audit_list)} of {len(exp.audits)} audits" if exp.audits else "")
     runs, selected, data_files = _runs_and_selection(exp, results, records)
     curves = curves_mod.curves_table(selected)
+    if note and not curves.empty:
+        curves = curves.assign(partial=note)
     long_traces = curves_mod.traces_table(records)
     traces = curves_mod.trace_curves(selected, long_traces)
     folder.mkdir(parents=True, exist_ok=True)
+    changed = []
     if records:  # an audit-only experiment has no grid and writes no runs/curves tables
-        _write_csv_gz(folder / RUNS_FILE, runs)
-        atomic_write_bytes_via(folder / "curves.csv",
-                               lambda tmp: curves.to_csv(tmp, index=False, float_format="%.10g"))
+        timed = [c for c in ("fit_seconds",) if c in runs]
+        changed.append(_write_csv_gz(folder / RUNS_FILE, runs.drop(columns=timed)))
+        _write_csv_gz(folder / "timings.csv.gz", runs[["key", *GROUP_COLUMNS, "rep", *timed]])  # local
+        changed.append(atomic_write_bytes_via(folder / "curves.csv",
+                                              lambda tmp: curves.to_csv(tmp, index=False, float_format="%.10g")))
     if not traces.empty:  # per-iteration curves of the selected fits (algorithms with trace_every)
-        _write_csv_gz(folder / "trace_curves.csv.gz", traces, float_format="%.6g")
+        changed.append(_write_csv_gz(folder / "trace_curves.csv.gz", traces, float_format="%.6g"))
     if not long_traces.empty:  # every traced cell, every step and metric (local, like cells/)
         named = long_traces.merge(runs[["key", "label", "dataset_label", "model_label", "epsilon", "rep", "params"]],
                                   on="key")
@@ -213,21 +285,73 @@ def render(exp: Experiment, *, results: str | Path = "results", summary: runner.
         table = traces if fig.kind in plots.TRACE_FIGURES else curves
         shown = table if fig.datasets is None else \
             table[table["dataset_label"].isin(fig.datasets) | table["dataset_panel"].isin(fig.datasets)]
-        figures += draw(shown, fig.metric, folder / fig.name, title=fig.title, algorithm_order=order,
+        figures += draw(shown, fig.metric, folder / fig.name, title=_titled(fig.title, note), algorithm_order=order,
                         reference=fig.reference)
-    audits = pd.DataFrame([r.row() for r in audit_results(exp, results=results)])
+    audits = pd.DataFrame([r.row() for r in audit_list])
     if not audits.empty:  # table + claimed-vs-audited figure (the diagonal: above it, a broken claim)
-        atomic_write_bytes_via(folder / "audits.csv", lambda tmp: audits.to_csv(tmp, index=False, float_format="%.6g"))
-        figures += plots.audit_figure(audits, folder / "audit", title=exp.description)
-    atomic_write_text(folder / "manifest.json", json.dumps(manifest(exp, runs, summary, data_files), indent=2, default=str))
+        changed.append(atomic_write_bytes_via(folder / "audits.csv",
+                                              lambda tmp: audits.to_csv(tmp, index=False, float_format="%.6g")))
+        figures += plots.audit_figure(audits, folder / "audit", title=_titled(exp.description, note))
+    _write_manifest(folder / "manifest.json", manifest(exp, runs, summary, data_files, note), any(changed))
     return Outputs(folder=folder, runs=runs, curves=curves, figures=figures, audits=audits)
 
 
-def _write_csv_gz(path: Path, table: pd.DataFrame, **to_csv) -> None:
+GROUP_COLUMNS = ["label", "dataset_label", "model_label", "epsilon", "params"]
+#: manifest fields that differ between two runs giving the same results
+VOLATILE = ("created", "git", "last_run", "fit_seconds")
+
+
+class IncompleteError(DpbenchError):
+    """The stored results do not cover the experiment's grid (render without `partial`)."""
+
+
+def _run_command(exp: Experiment, results: str | Path) -> str:
+    """The `dpbench run` command line that computes this experiment's missing cells."""
+    words = ["dpbench run", exp.source if not exp.source.startswith("<") else "SPEC"]
+    if exp.profile != DEFAULT_PROFILE:
+        words.append(f"--profile {exp.profile}")
+    if Path(results) != Path("results"):
+        words.append(f"--results {results}")
+    return " ".join(words)
+
+
+def _titled(title: str, note: str) -> str:
+    return f"{title} [{note.upper()}]" if note else title
+
+
+def _stored_audits(exp: Experiment, results: str | Path) -> tuple[list, list[str]]:
+    """The experiment's audits from their stored trial chunks (nothing is trained), and a line for
+    each audit that is not fully stored."""
+    from dpbench.audit import AuditError, run_audit
+
+    found, gaps = [], []
+    for setup in exp.audits:
+        try:
+            found.append(run_audit(setup, results=results, progress=False, train=False))
+        except AuditError as exc:
+            gaps.append(str(exc))
+    return found, gaps
+
+
+def _write_manifest(path: Path, fresh: dict, results_changed: bool) -> None:
+    """Write the manifest unless the results and its stable fields are those already on disk."""
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        old = None
+    stable = {k: v for k, v in fresh.items() if k not in VOLATILE}
+    if not results_changed and isinstance(old, dict) and \
+            {k: v for k, v in old.items() if k not in VOLATILE} == json.loads(json.dumps(stable, default=str)):
+        return
+    atomic_write_text(path, json.dumps(fresh, indent=2, default=str))
+
+
+def _write_csv_gz(path: Path, table: pd.DataFrame, **to_csv) -> bool:
     """Gzipped CSV without a timestamp or file name in its header: the same table gives the same
-    bytes, so a re-render leaves committed tables unchanged (atomic write)."""
+    bytes, so a re-render leaves committed tables unchanged (atomic write; returns whether the
+    file changed)."""
     data = gzip.compress(table.to_csv(index=False, **to_csv).encode(), mtime=0)
-    atomic_write_bytes_via(path, lambda tmp: Path(tmp).write_bytes(data))
+    return atomic_write_bytes_via(path, lambda tmp: Path(tmp).write_bytes(data))
 
 
 def _version(package: str) -> str | None:
@@ -249,8 +373,10 @@ def _git_commit() -> dict:
     return {"commit": None, "dirty": None}
 
 
-def manifest(exp: Experiment, runs: pd.DataFrame, summary: runner.RunSummary | None, data_files: dict) -> dict:
-    """Provenance of a results folder: versions, git commit, spec hash, data file hashes."""
+def manifest(exp: Experiment, runs: pd.DataFrame, summary: runner.RunSummary | None, data_files: dict,
+             partial: str = "") -> dict:
+    """Provenance of a results folder: versions, git commit, spec hash, data file hashes, and
+    whether the results cover the whole grid (`partial`)."""
     return {
         "experiment": exp.name,
         "profile": exp.profile,
@@ -263,6 +389,8 @@ def manifest(exp: Experiment, runs: pd.DataFrame, summary: runner.RunSummary | N
         "platform": platform.platform(),
         "packages": {p: _version(p) for p in PACKAGES},
         "cells": {"total": len(exp.cells()), "finished": int(len(runs))},
+        "partial": partial or None,
+        "fit_seconds": round(float(runs["fit_seconds"].sum()), 1) if "fit_seconds" in runs else None,
         "last_run": None if summary is None else {"ran": summary.ran, "reused": summary.reused,
                                                    "failed": len(summary.failed),
                                                    "seconds": round(summary.seconds, 2)},

@@ -13,15 +13,17 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from dpbench.metrics import METRICS  # noqa: E402
+from dpbench.metrics import BOUNDS, METRICS  # noqa: E402
 from dpbench.store import atomic_write_bytes_via  # noqa: E402
 
 LOG_METRICS = {"optimality_gap", "estimation_error", "test_loss", "excess_population_risk"}
 # line style of a private algorithm's curve by the claim its cells carry (runs' ledger `claim`)
 CLAIM_STYLES = {"valid": "-", "paper-only": "-.", "none": ":"}
+BAND_NOTE = ("bands: ±1 std over seeds, kept inside the metric's range; on a log axis a value at or below 0 "
+             "(e.g. a non-private gap) is drawn at the panel's floor")
 CLAIM_NOTE = ("solid: valid DP guarantee · dash-dot: epsilon claimed by the paper only (proof unsound) · "
-              "dotted: no valid DP claim for this model · dashed: non-private")
-GAP_FLOOR = 1e-6  # optimality gaps are drawn on a log axis with this floor (ALGORITHMS.md §0.2 rule 4)
+              "dotted: no valid DP claim for this model · dashed: non-private · " + BAND_NOTE)
+GAP_FLOOR = 1e-6  # log axes never go below this noise floor of L*, whatever the data (ALGORITHMS.md §0.2 rule 4)
 
 
 def _colours(labels: list[str]) -> dict[str, tuple]:
@@ -31,7 +33,7 @@ def _colours(labels: list[str]) -> dict[str, tuple]:
 
 def metric_over_epsilon(curves: pd.DataFrame, metric: str, stem: str | Path, title: str = "",
                         algorithm_order: list[str] | None = None, reference: str | None = None) -> list[Path]:
-    """One panel per (dataset, model): metric mean over log-scaled epsilon with a ±1 std band.
+    """One panel per (dataset, model): metric mean over log-scaled epsilon with a ±1 std band (`_band`).
 
     Private algorithms are lines over epsilon; non-private ones (epsilon empty) are dashed
     horizontal lines with their band. Writes <stem>.png and <stem>.pdf; returns their paths.
@@ -48,19 +50,16 @@ def metric_over_epsilon(curves: pd.DataFrame, metric: str, stem: str | Path, tit
                              squeeze=False, sharex=True)
     eps_all = part["epsilon"].dropna()
     xlim = (eps_all.min() / 1.3, eps_all.max() * 1.3) if not eps_all.empty else (0.01, 10)
-    floor = GAP_FLOOR if metric == "optimality_gap" else None
     for r, model in enumerate(models):
         for c, dataset in enumerate(datasets):
             ax = axes[r][c]
             panel = part[(part["dataset_label"] == dataset) & (part["model_label"] == model)]
+            floor = _log_floor(panel, metric)
             for label in labels:
                 line = panel[panel["label"] == label].sort_values("epsilon")
                 if line.empty:
                     continue
-                mean, std = line["mean"].to_numpy(), line["std"].to_numpy()
-                lo, hi = mean - std, mean + std
-                if floor is not None:
-                    mean, lo, hi = np.maximum(mean, floor), np.maximum(lo, floor), np.maximum(hi, floor)
+                mean, lo, hi = _band(line, metric, floor)
                 colour = colours[label]
                 if line["epsilon"].isna().all():
                     ax.axhline(mean[0], color=colour, linestyle="--", linewidth=1.5, label=label)
@@ -84,11 +83,28 @@ def metric_over_epsilon(curves: pd.DataFrame, metric: str, stem: str | Path, tit
     return _finish(fig, axes, width, title, stem)
 
 
-def _log_band(mean: np.ndarray, std: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(mean, mean - std, mean + std) for a log axis: floored at GAP_FLOOR, and the lower edge at a
-    tenth of the mean, so a spread as wide as the mean does not stretch the axis over decades."""
-    mean = np.maximum(mean, GAP_FLOOR)
-    return mean, np.maximum(mean - std, mean / 10), np.maximum(mean + std, GAP_FLOOR)
+def _log_floor(panel: pd.DataFrame, metric: str) -> float | None:
+    """The lowest value a log-axis panel draws: half its smallest positive mean (at least
+    GAP_FLOOR), so a value at or below 0 (a non-private optimality gap) sits at the bottom of the
+    data instead of stretching the axis over empty decades. None for a linear axis."""
+    if metric not in LOG_METRICS:
+        return None
+    positive = panel["mean"][panel["mean"] > 0]
+    return max(GAP_FLOOR, float(positive.min()) / 2) if not positive.empty else GAP_FLOOR
+
+
+def _band(line: pd.DataFrame, metric: str, floor: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mean, lower, upper) of a curve's ±1 std band over seeds, inside the metric's range
+    (metrics.BOUNDS: accuracy in [0, 1]). On a log axis (`floor` given) everything is at least
+    `floor` and the lower edge at least a tenth of the mean, so a spread as wide as the mean does
+    not stretch the axis over decades."""
+    mean, std = line["mean"].to_numpy(dtype=float), np.nan_to_num(line["std"].to_numpy(dtype=float))
+    low, high = BOUNDS.get(metric, (-np.inf, np.inf))
+    lo, hi = np.clip(mean - std, low, high), np.clip(mean + std, low, high)
+    if floor is not None:
+        mean = np.maximum(mean, floor)
+        lo, hi = np.maximum(lo, np.maximum(mean / 10, floor)), np.maximum(hi, floor)
+    return mean, lo, hi
 
 
 def _finish(fig, axes, width: float, title: str, stem: str | Path, note: str = CLAIM_NOTE) -> list[Path]:
@@ -176,11 +192,12 @@ def _metric_over_size(curves: pd.DataFrame, metric: str, stem: str | Path, x: st
     for c, (panel_name, model) in enumerate(combos):
         ax = axes[0][c]
         panel = part[(part["dataset_panel"] == panel_name) & (part["model_label"] == model)]
+        floor = max(GAP_FLOOR, _log_floor(panel, metric) or 0.0)  # log-log axes for every metric
         for label in labels:
             for eps, line in panel[panel["label"] == label].groupby("epsilon", dropna=False, sort=True):
                 line = line.sort_values(x)
                 xs = line[x].to_numpy(dtype=float)
-                mean, lo, hi = _log_band(line["mean"].to_numpy(), line["std"].to_numpy())
+                mean, lo, hi = _band(line, metric, floor)
                 private = not pd.isna(eps)
                 ax.plot(xs, mean, color=colours[label], linewidth=1.5,
                         linestyle=_claim_style(line) if private else "--",
@@ -241,6 +258,7 @@ def metric_over_iterations(traces: pd.DataFrame, metric: str, stem: str | Path, 
     fig, axes = plt.subplots(len(rows), len(eps_values), figsize=(width, 3.3 * len(rows)), squeeze=False)
     for r, (dataset, model) in enumerate(rows):
         panel = part[(part["dataset_label"] == dataset) & (part["model_label"] == model)]
+        floor = _log_floor(panel, metric)
         for c, eps in enumerate(eps_values):
             ax = axes[r][c]
             for label in labels:
@@ -251,8 +269,7 @@ def metric_over_iterations(traces: pd.DataFrame, metric: str, stem: str | Path, 
                     continue
                 line = line.sort_values("step")
                 steps = line["step"].to_numpy(dtype=float)
-                mean, std = line["mean"].to_numpy(), line["std"].to_numpy()
-                mean, lo, hi = _log_band(mean, std) if metric in LOG_METRICS else (mean, mean - std, mean + std)
+                mean, lo, hi = _band(line, metric, floor)
                 ax.plot(steps, mean, color=colours[label], linewidth=1.5, label=label,
                         linestyle=_claim_style(line) if private else "--")
                 ax.fill_between(steps, lo, hi, color=colours[label], alpha=0.15, linewidth=0)

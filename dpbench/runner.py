@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import time
 import traceback
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
@@ -112,15 +113,21 @@ def run(
     todo = unique if force else [c for c in unique if not store.is_finished(c.key)]
     summary = RunSummary(total=len(unique), reused=len(unique) - len(todo), ran=0)
     if todo:
-        with _backend(backend, jobs, scheduler) as options:
+        with _backend(backend, jobs, scheduler) as options, warnings.catch_warnings():
+            # a failed store.put (disk full) ends the run with its own message; joblib's note on
+            # the results it then drops would only repeat it
+            warnings.filterwarnings("ignore", message=r".*tasks have been successfully executed", category=UserWarning)
             parallel = Parallel(return_as="generator_unordered", **options)
             results = parallel(delayed(_guarded)(work, cell) for cell in todo)
             with tqdm(total=len(todo), desc=description, unit="cell", disable=not progress) as bar:
-                for record in results:
-                    store.put(record)
-                    summary.ran += 1
-                    if record["status"] != "ok":
-                        summary.failed.append(record)
-                    bar.update(1)
+                try:
+                    for record in results:
+                        store.put(record)
+                        summary.ran += 1
+                        if record["status"] != "ok":
+                            summary.failed.append(record)
+                        bar.update(1)
+                finally:
+                    results.close()  # on an error, stop the workers here (inside the warnings filter)
     summary.seconds = time.perf_counter() - started
     return summary

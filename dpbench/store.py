@@ -2,12 +2,15 @@
 
 Layout of results/<experiment>/:
   cells/<key>.json       one record per cell (status ok or error); local cache, not committed
-  cells/optimum-*.json   L* per (data split, model)
+  cells/quarantine/      damaged records moved aside (never deleted)
   runs.csv.gz, curves.csv, manifest.json, <figure>.png/.pdf   for the full profile
   profiles/<profile>/... the same tables and figures for any other profile
 Every file is written to a temporary file in the same folder and renamed over the target
 (os.replace is atomic on POSIX), so a crash never leaves a half-written file that a later read
-trusts; a record that still fails to parse is treated as missing and recomputed.
+trusts. The file gets the mode the umask gives a new file (mkstemp's 0600 is widened), and a
+write whose bytes equal the file's leaves it untouched, so a rerun that changes nothing
+changes no file. A record that fails to parse or lacks the fields its kind needs is reported
+as damaged; `ResultStore.sweep` moves it aside so the cell is recomputed.
 """
 
 from __future__ import annotations
@@ -16,57 +19,129 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable
+from types import MappingProxyType
+from typing import Any, Callable, Iterable, Mapping
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+def _new_file_mode() -> int:
+    """The mode `open(..., "w")` would give a new file under the current umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def _same_bytes(path: Path, tmp: str) -> bool:
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        if path.stat().st_size != os.stat(tmp).st_size:
+            return False
+        return path.read_bytes() == Path(tmp).read_bytes()
+    except OSError:
+        return False
 
 
-def atomic_write_bytes_via(path: str | os.PathLike, writer) -> None:
-    """Call writer(tmp_path) and rename the result over `path` (for matplotlib, pandas)."""
+def atomic_write_bytes_via(path: str | os.PathLike, writer: Callable[[str], Any]) -> bool:
+    """Call writer(tmp_path) and rename the result over `path` (for matplotlib, pandas).
+
+    Returns whether `path` changed: identical bytes leave the existing file (and its mtime) alone.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix + ".tmp")
     os.close(fd)
     try:
         writer(tmp)
+        if _same_bytes(path, tmp):
+            os.unlink(tmp)
+            return False
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.chmod(tmp, _new_file_mode())
         os.replace(tmp, path)
-    except BaseException:
+        return True
+    except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.filename is None:  # a failed write() names no file: name it
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> bool:
+    """Write `text` to `path` atomically (see atomic_write_bytes_via); returns whether it changed."""
+    data = text.encode()
+    return atomic_write_bytes_via(path, lambda tmp: Path(tmp).write_bytes(data))
+
+
+def record_problem(record: Any, key: str, required: Mapping[str, type] = MappingProxyType({})) -> str | None:
+    """Why a parsed record cannot be used for cell `key` (None when it can): it must be a mapping
+    with this key and status ok or error, and an ok record must hold each `required` field with a
+    value of its type."""
+    if not isinstance(record, dict):
+        return f"not a record (a JSON {type(record).__name__})"
+    if record.get("key") != key:
+        return f"its key {record.get('key')!r} is not the file's"
+    status = record.get("status")
+    if status not in ("ok", "error"):
+        return f"status {status!r} (expected ok or error)"
+    if status == "ok":
+        missing = [f for f in required if f not in record]
+        if missing:
+            return f"an ok record without {', '.join(missing)}"
+        wrong = [f"{f} is not a {t.__name__}" for f, t in required.items() if not isinstance(record[f], t)]
+        if wrong:
+            return ", ".join(wrong)
+    return None
 
 
 class ResultStore:
     """Per-cell records of one experiment, keyed by the cell's hash."""
 
-    def __init__(self, root: str | os.PathLike):
+    def __init__(self, root: str | os.PathLike, required: Mapping[str, type] = MappingProxyType({})):
+        """`required`: fields (and their types) an ok record must hold to be usable."""
         self.root = Path(root)
+        self.required = required
         self.cells_dir = self.root / "cells"
+        self.quarantined: list[tuple[str, str, Path]] = []  # (key, reason, where it went) by `sweep`
 
     def path(self, key: str) -> Path:
         return self.cells_dir / f"{key}.json"
 
-    def get(self, key: str) -> dict | None:
+    def read(self, key: str) -> tuple[dict | None, str | None]:
+        """(record, None) for a usable record; (None, None) when absent; (None, reason) when damaged."""
         try:
-            return json.loads(self.path(key).read_text())
-        except (FileNotFoundError, ValueError):
+            text = self.path(key).read_text()
+        except FileNotFoundError:
+            return None, None
+        except (OSError, UnicodeDecodeError) as exc:
+            return None, f"unreadable ({exc.__class__.__name__}: {exc})"
+        try:
+            record = json.loads(text)
+        except ValueError as exc:
+            return None, f"not valid JSON ({exc})" if text.strip() else "empty file"
+        problem = record_problem(record, key, self.required)
+        return (None, problem) if problem else (record, None)
+
+    def get(self, key: str) -> dict | None:
+        return self.read(key)[0]
+
+    def sweep(self, key: str) -> str | None:
+        """Move a damaged record of `key` aside (cells/quarantine/<key>.json.<n>) and return why it
+        was damaged; None when the record is absent or usable. Nothing is deleted."""
+        record, problem = self.read(key)
+        if problem is None:
             return None
+        folder = self.cells_dir / "quarantine"
+        folder.mkdir(parents=True, exist_ok=True)
+        n = 0
+        while (target := folder / f"{key}.json.{n}").exists():
+            n += 1
+        os.replace(self.path(key), target)
+        self.quarantined.append((key, problem, target))
+        return problem
 
     def is_finished(self, key: str) -> bool:
+        """A usable ok-record is stored for `key` (a damaged one is swept aside first)."""
+        self.sweep(key)
         record = self.get(key)
         return record is not None and record.get("status") == "ok"
 

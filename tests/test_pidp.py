@@ -220,6 +220,20 @@ def _dense_ggn(model, theta, X, y):
     return (J.T * q) @ J / X.shape[0] + model.l2 * np.eye(model.n_params)
 
 
+def _thresholds_between(values: np.ndarray, quantiles: list[float]) -> list[float]:
+    """Near each quantile of `values`, the midpoint of the widest gap between neighbouring sorted
+    values (within 3 ranks): a threshold that no value ties, so a decision `value <= tau` cannot
+    flip by the last bits that another solve path or CPU kernel changes."""
+    v = np.sort(values)
+    out = []
+    for q in quantiles:
+        k = int(round(q * (v.size - 1)))
+        lo, hi = max(k - 3, 0), min(k + 3, v.size - 2)
+        i = lo + int(np.argmax(v[lo + 1:hi + 2] - v[lo:hi + 1]))
+        out.append(0.5 * (v[i] + v[i + 1]))
+    return out
+
+
 @pytest.mark.parametrize("damping", ["add", "floor"])
 @pytest.mark.parametrize("s", [30, 120])  # fewer and more rows than n_params = 49
 def test_mlp_woodbury_ggn_equals_dense_solve(damping, s):
@@ -247,12 +261,14 @@ def test_mlp_woodbury_ggn_equals_dense_solve(damping, s):
     E = 1e-7
     full_ct = 2 * (got / p.n + np.copysign(E, got / p.n))
     tops = np.abs(full_ct).max(axis=1)
-    for tau in np.quantile(tops, [0.2, 0.5, 0.8]):
+    for tau in _thresholds_between(tops, [0.2, 0.5, 0.8]):
         radius = tau / (2 * 1e-5 * (1 + math.exp(-1.0)))  # so that pidp_threshold(radius, 1, 1e-5) = tau
         tau = pidp.pidp_threshold(radius, 1.0, 1e-5)
+        assert np.min(np.abs(tops - tau)) > 1e-6 * tau  # no row within float noise of the threshold
         ctx = pidp._DecisionContext(n=p.n, E=E, sigma_c=0.0, radius=radius, epsilon1=1.0, delta1=1e-5, tau=tau)
         got_free = op.decide(idx, np.random.default_rng(0), ctx)
         np.testing.assert_array_equal(got_free, tops <= tau)
+        assert 0 < got_free.sum() < got_free.size  # the threshold splits the rows
 
     # with contribution noise: the shortcuts (Frobenius certificate, noisy witnesses) decide
     # exactly like computing every W1 block on the same random draws

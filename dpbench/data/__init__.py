@@ -135,7 +135,7 @@ def load(
     data_dir: str | os.PathLike | None = None,
     **options: object,
 ) -> Dataset:
-    """Load and preprocess a data set; same arguments -> bit-identical arrays in any process.
+    """Load and preprocess a data set; same arguments -> bit-identical arrays in any process of one machine.
 
     `n`: UCI and credit_card -- optional uniform subsample of the cleaned (credit_card: balanced)
     table drawn with `seed` before the split (KDDCup99 papers: 70,000); synthetic_linear/logistic

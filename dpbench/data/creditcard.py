@@ -307,6 +307,7 @@ def verify_record(root: str | os.PathLike | None = None) -> dict:
         "ok": False,
         "rows": None,
         "error": None,
+        "source": f"{URL} (needs a Kaggle login)",
         "required": False,
     }
     if not target.is_file():

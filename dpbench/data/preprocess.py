@@ -1,7 +1,7 @@
 """Turn a canonical raw table into a `Dataset` (ALGORITHMS.md §0.3), and the shared split logic.
 
 Recipe, in order (every step is deterministic given `seed`; the same (dataset, seed, n,
-fractions) gives bit-identical arrays in any process):
+fractions) gives bit-identical arrays in any process of one machine):
 
 1. Missing values. `missing="drop"` (default, §0.3 step 1) drops every row with a missing value
    in a feature or the label. `missing="impute"` keeps rows whose only gaps are in numeric

@@ -29,7 +29,8 @@ w* (its appendix is not available). Choices made here, all options of `make`:
 Randomness: one generator `np.random.default_rng(seed)` draws, in order, the features, the noise
 and then the split (uniform for regression, stratified by label for classification, same size
 rule as the UCI data: test = round(test_fraction*n), val = round(val_fraction*n)). Same
-(name, seed, n, options, fractions) -> bit-identical arrays.
+(name, seed, n, options, fractions) -> bit-identical arrays on one machine (another CPU may differ
+in last bits, see README "One machine and many").
 """
 
 from __future__ import annotations

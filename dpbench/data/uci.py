@@ -575,6 +575,7 @@ def verify(root: str | os.PathLike | None = None) -> list[dict]:
                 "ok": False,
                 "rows": None,
                 "error": None,
+                "source": spec.url,
             }
             if not path.is_file():
                 rec["error"] = "absent"
