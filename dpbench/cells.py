@@ -72,13 +72,28 @@ def evaluate_delta(expression: str | float, n: int) -> float:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS \
                 and len(node.args) == 1 and not node.keywords:
             return _FUNCS[node.func.id](ev(node.args[0]))
-        raise ValueError(f"unsupported element {ast.dump(node)[:40]!r}")
+        raise ValueError(_unsupported(node))
 
     try:
         return float(ev(ast.parse(str(expression), mode="eval")))
-    except (SyntaxError, ValueError, ZeroDivisionError, OverflowError) as exc:
-        raise ValueError(f"cannot evaluate delta expression {expression!r}: use a number or an expression of n "
-                         f"such as 1/n or 1/n**1.1 ({exc})") from None
+    except SyntaxError:
+        raise ValueError(f"cannot read delta expression {expression!r}: use a number or an expression of n "
+                         f"such as 1/n or 1/n**1.1") from None
+    except ZeroDivisionError:
+        raise ValueError(f"delta expression {expression!r} divides by zero at n = {n}") from None
+    except (ValueError, OverflowError, TypeError) as exc:
+        raise ValueError(f"cannot evaluate delta expression {expression!r} at n = {n}: {exc}; use a number or an "
+                         f"expression of n such as 1/n or 1/n**1.1") from None
+
+
+def _unsupported(node: ast.AST) -> str:
+    """A readable reason why a delta expression element is refused."""
+    if isinstance(node, ast.Name):
+        return f"unknown name {node.id!r} (only n is allowed)"
+    if isinstance(node, ast.Call):
+        name = node.func.id if isinstance(node.func, ast.Name) else "this call"
+        return f"{name}(...) is not allowed (only {', '.join(_FUNCS)} of one argument)"
+    return f"{type(node).__name__.lower()} is not allowed (numbers, n, + - * / **, parentheses, {', '.join(_FUNCS)})"
 
 
 # ---- the cell ------------------------------------------------------------------------------

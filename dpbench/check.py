@@ -210,7 +210,7 @@ def variant_points(exps: list, variant: str, scratch: str | os.PathLike, *, jobs
     folder = Path(scratch) / variant
     profile = exps[0].profile
     command = [sys.executable, "-m", "dpbench.cli", "run", *dict.fromkeys(sources), "--profile", profile,
-               "--results", str(folder), "--jobs", str(jobs), "--no-progress", *extra_args]
+               "--results", str(folder), "--jobs", str(jobs), "--no-progress", "--allow-large", *extra_args]
     if data_dir is not None:
         command += ["--data", str(data_dir)]
     done = subprocess.run(command, env=variant_environment(variant), capture_output=True, text=True)

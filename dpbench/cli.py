@@ -147,6 +147,8 @@ def _run_options(f):
                           "cluster of --jobs workers"),
         click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False), help=DATA_HELP),
         click.option("--no-progress", is_flag=True, help="no progress bar"),
+        click.option("--allow-large", is_flag=True,
+                     help="run a grid of more than dpbench.spec.MAX_CELLS (50,000) cells (refused otherwise)"),
     ]):
         f = option(f)
     return f
@@ -157,18 +159,24 @@ def _run_options(f):
 @_run_options
 @click.option("--force", is_flag=True, help="recompute cells that are already stored")
 @click.option("--results", default="results", show_default=True, type=click.Path(), help=RESULTS_HELP)
-def run(specs, profile, jobs, backend, scheduler, data_dir, no_progress, force, results) -> None:
+def run(specs, profile, jobs, backend, scheduler, data_dir, no_progress, allow_large, force, results) -> None:
     """Run experiments: every cell not stored yet, then curves, figures and manifest.
 
-    Several SPECs run under one progress bar (`make figures` runs experiments/*.yaml). Finished
-    cells are stored one by one as they finish (results/<experiment>/cells/), so an interrupted
-    run resumes where it stopped; --force recomputes. Exits 1 if any cell failed (the failed
-    cells are listed; the others are kept).
+    Several SPECs run under one progress bar (`make figures` runs experiments/*.yaml). The
+    number of cells and L* problems is printed before work starts; a grid of more than 50,000
+    cells needs --allow-large. Finished cells are stored one by one as they finish
+    (results/<experiment>/cells/), as are the L* solutions (results/.cache/), so an interrupted
+    run resumes where it stopped and every stored result is reused; --force recomputes. A damaged
+    cell file is moved to cells/quarantine/ and recomputed. Exits 1 if any cell failed (the
+    failed cells are listed, the others kept, and the figures marked partial).
     """
     from dpbench import pipeline
 
+    from dpbench.spec import check_size
+
     _check_scheduler(backend, scheduler)
     exps = [_load_spec(spec, profile) for spec in specs]
+    check_size(exps, allow_large)
     _writable_folder(results)
     started = time.perf_counter()
     summary = pipeline.run_experiments(exps, results=results, data_dir=data_dir, jobs=jobs, backend=backend,
@@ -209,7 +217,7 @@ def _exit_on_failures(summary) -> None:
               help="reuse cells stored under --results instead of recomputing in a temporary folder")
 @click.option("--results", default="results", show_default=True, type=click.Path(),
               help="folder holding results/<experiment>/reference-<profile>.csv")
-def check(specs, profile, jobs, backend, scheduler, data_dir, no_progress, update, envelope, k, reuse,
+def check(specs, profile, jobs, backend, scheduler, data_dir, no_progress, allow_large, update, envelope, k, reuse,
           results) -> None:
     """Run a profile and compare its curves with the stored reference, seed by seed.
 
@@ -224,8 +232,11 @@ def check(specs, profile, jobs, backend, scheduler, data_dir, no_progress, updat
     from dpbench import check as check_mod
     from dpbench import pipeline
 
+    from dpbench.spec import check_size
+
     _check_scheduler(backend, scheduler)
     exps = [_load_spec(spec, profile) for spec in specs]
+    check_size(exps, allow_large)
     if update or reuse:
         _writable_folder(results)
     with tempfile.TemporaryDirectory(prefix="dpbench-check-") as scratch:
@@ -447,14 +458,45 @@ def calibrate(target, accountant, delta, sampling_rate, batch_size, n, steps, ep
 
     q, T = _privacy_inputs(sampling_rate, batch_size, n, steps, epochs)
     try:
-        z = calibrate_dpsgd_noise(target, delta, q, T, accountant=accountant)
+        z = _with_elapsed(lambda: calibrate_dpsgd_noise(target, delta, q, T, accountant=accountant),
+                          f"calibrating z by {accountant.upper()} (a small epsilon needs high RDP orders: minutes)")
     except ValueError as exc:
         raise DpbenchError(str(exc)) from None
-    report = dpsgd_epsilon_report(z, q, T, delta)
+    report = _with_elapsed(lambda: dpsgd_epsilon_report(z, q, T, delta), "epsilon of z by RDP and PLD")
     click.echo(f"q = {q:.6g}, T = {T}, target epsilon = {target:g}, delta = {delta:g}, calibrated by {accountant.upper()}")
     click.echo(f"  noise multiplier z = {z:.6g}")
     for name, value in report.items():
         click.echo(f"  epsilon spent ({name.upper()}): {value:.6g}")
+
+
+def _with_elapsed(work, what: str, quiet_seconds: float = 2.0):
+    """Run `work()`; if it takes longer than `quiet_seconds`, show `what` and the elapsed seconds on
+    stderr until it returns (the accountant's bisection has no step count to show)."""
+    import threading
+
+    from tqdm.auto import tqdm
+
+    done = threading.Event()
+    outcome: dict = {}
+
+    def target():
+        try:
+            outcome["value"] = work()
+        except BaseException as exc:  # re-raised in this thread
+            outcome["error"] = exc
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    if not done.wait(quiet_seconds):
+        with tqdm(desc=what, unit="s", bar_format="{desc}: {elapsed}", file=sys.stderr) as bar:
+            while not done.wait(1.0):
+                bar.update(1)
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 def _key_values(pairs, option: str) -> dict:

@@ -32,12 +32,31 @@ METRICS: dict[str, tuple[str, str]] = {
 BOUNDS: dict[str, tuple[float, float]] = {"accuracy": (0.0, 1.0), "optimality_gap": (0.0, float("inf")),
                                           "test_loss": (0.0, float("inf")), "estimation_error": (0.0, float("inf")),
                                           "excess_population_risk": (0.0, float("inf"))}
+# what a metric needs of the model (models.ModelInfo fields) and the data set (data.DatasetInfo
+# fields); a spec asking for a metric none of its (dataset, model) pairs can give is refused
+NEEDS: dict[str, dict[str, tuple[str, object]]] = {
+    "accuracy": {"model": ("task", "classification")},
+    "estimation_error": {"dataset": ("known_parameter", True), "model": ("linear", True)},
+    "excess_population_risk": {"dataset": ("population", True)},
+}
 SELECTION_METRICS: dict[str, str] = {"val_accuracy": "max", "val_loss": "min"}
 # the validation score that selects hyperparameters for each reported metric, unless a spec says
 # otherwise: accuracy by validation accuracy, losses, gaps and errors by validation loss
 DEFAULT_SELECTION: dict[str, str] = {"accuracy": "val_accuracy", "optimality_gap": "val_loss",
                                      "test_loss": "val_loss", "estimation_error": "val_loss",
                                      "excess_population_risk": "val_loss"}
+
+
+def unavailable(metric: str, dataset_info, model_info) -> str | None:
+    """Why `metric` cannot be computed for this registry entry pair (None when it can), per NEEDS."""
+    for role, info in (("dataset", dataset_info), ("model", model_info)):
+        need = NEEDS.get(metric, {}).get(role)
+        if need is not None and getattr(info, need[0]) != need[1]:
+            what = {"task": f"a {need[1]} model", "linear": "a linear model (theta comparable with w*)",
+                    "known_parameter": "data with a known true parameter w* (synthetic)",
+                    "population": "data whose test split is the population (synthetic_population)"}[need[0]]
+            return f"{metric} needs {what}; {info.name} is not"
+    return None
 
 
 def accuracy(model: Model, theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:

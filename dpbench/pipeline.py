@@ -22,7 +22,7 @@ import pandas as pd
 from dpbench import curves as curves_mod
 from dpbench import plots, runner
 from dpbench.cells import RECORD_FIELDS, Cell, CellContext, optimum_path, prepare_optimum, run_cell
-from dpbench.errors import DataError, DpbenchError
+from dpbench.errors import DataError, DpbenchError, SpecError
 from dpbench.spec import DEFAULT_PROFILE, Experiment
 from dpbench.store import ResultStore, RoutedStore, atomic_write_bytes_via, atomic_write_text
 
@@ -49,25 +49,37 @@ def output_folder(exp: Experiment, results: str | Path) -> Path:
 
 
 def preflight(exp: Experiment, data_dir: str | None, notify=None) -> frozenset[str]:
-    """Load every dataset once so a missing or corrupt file fails before any cell runs.
+    """Load every dataset once so a missing or corrupt file, or a delta expression that fails at
+    a dataset's training size, stops the run before any cell runs.
 
     An `optional: true` dataset whose file is absent is skipped instead: its label is returned
     and `notify` (default: print to stderr) is told why, so no result is silently missing.
     """
     from dpbench import data
+    from dpbench.cells import evaluate_delta
 
-    notify = notify or (lambda message: print(message, file=sys.stderr))
+    notify = notify or _stderr
+    private = any(a.private for a in exp.algorithms)
     skipped = set()
     for ds in exp.datasets:
         try:
-            data.load(ds.name, seed=0, data_dir=data_dir, **dict(ds.options))
+            loaded = data.load(ds.name, seed=0, data_dir=data_dir, **dict(ds.options))
         except DataError as exc:
             if not ds.optional:
                 raise
             skipped.add(ds.label)
             notify(f"{exp.name}: skipping optional dataset {ds.label}: {exc}")
+            continue
         except ValueError as exc:
             raise DataError(f"datasets: {ds.label}: {exc}") from None
+        if private:  # every cell of this dataset evaluates delta at its training size
+            try:
+                delta = evaluate_delta(exp.delta, loaded.n_train)
+            except ValueError as exc:
+                raise SpecError(f"delta: {exc} (dataset {ds.label} has n = {loaded.n_train} training rows)") from None
+            if not 0 < delta < 1:
+                raise SpecError(f"delta: {exp.delta!r} gives {delta:g} for dataset {ds.label} (n = {loaded.n_train} "
+                                f"training rows); it must lie in (0, 1)")
     return frozenset(skipped)
 
 
@@ -112,10 +124,12 @@ def run_experiments(exps: list[Experiment], *, results: str | Path = "results", 
     # L* phase: each (data split, model) once, in parallel over problems, before the cells that
     # need it (otherwise parallel workers compute the same non-convex L* estimate side by side)
     problems = {c.problem_key: c for c in todo if not optimum_path(c, context).exists()}
+    names = ", ".join(f"{e.name}[{e.profile}]" for e in exps)
+    notify(f"{names}: {len(ordered):,} cells ({len(ordered) - len(todo):,} stored, {len(todo):,} to run), "
+           f"{len(problems):,} L* problems to solve")
     runner.parallel_map(list(problems.values()), functools.partial(prepare_optimum, context=context), jobs=jobs,
                         backend=backend, scheduler=scheduler, progress=progress, description="L* per problem")
     work = functools.partial(run_cell, context=context)
-    names = ", ".join(f"{e.name}[{e.profile}]" for e in exps)
     summary = runner.run(ordered, work, store, jobs=jobs, backend=backend, scheduler=scheduler,
                          force=force, progress=progress, description=names if len(names) < 40 else "cells")
     for exp in exps:  # the experiments' distinguishing games (their trials are cached like cells)

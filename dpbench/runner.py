@@ -12,6 +12,9 @@ sequential) or `dask` (a dask.distributed cluster through joblib's dask backend)
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
+import sys
 import time
 import traceback
 import warnings
@@ -36,8 +39,36 @@ class RunSummary:
     seconds: float = 0.0
 
 
-def _guarded(work: Callable[[Any], dict], cell: Any) -> dict:
+_ORPHAN_GUARD = False  # this worker process asked the kernel to end it with its parent
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    """In a worker process that `parent_pid` started (loky), ask Linux to send SIGTERM when the
+    parent dies (prctl PR_SET_PDEATHSIG), so a `kill -9` of `dpbench run` leaves no workers
+    behind. Does nothing in the parent itself (threading, sequential), in processes another
+    program started (dask workers), or where prctl is unavailable."""
+    global _ORPHAN_GUARD
+    if _ORPHAN_GUARD or os.getpid() == parent_pid or not sys.platform.startswith("linux"):
+        return
+    _ORPHAN_GUARD = True
+    if os.getppid() != parent_pid:
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent_pid:  # the parent died before the request took effect
+        os._exit(1)
+
+
+def _guarded(work: Callable[[Any], dict], cell: Any, parent_pid: int | None = None) -> dict:
     """Run one cell; turn an exception into an error record (never raises)."""
+    if parent_pid is not None:
+        _exit_with_parent(parent_pid)
     started = time.perf_counter()
     try:
         record = work(cell)
@@ -118,7 +149,7 @@ def run(
             # the results it then drops would only repeat it
             warnings.filterwarnings("ignore", message=r".*tasks have been successfully executed", category=UserWarning)
             parallel = Parallel(return_as="generator_unordered", **options)
-            results = parallel(delayed(_guarded)(work, cell) for cell in todo)
+            results = parallel(delayed(_guarded)(work, cell, os.getpid()) for cell in todo)
             with tqdm(total=len(todo), desc=description, unit="cell", disable=not progress) as bar:
                 try:
                     for record in results:

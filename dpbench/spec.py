@@ -42,7 +42,7 @@ Schema (every key but datasets/models/algorithms/epsilons is optional; with `aud
     profiles:                        # named overrides of top-level keys (dicts merge, lists replace)
       ci: {seeds: 2, epsilons: [0.5, 2]}
 
-YAML is read with `yaml.safe_load` only. Every validation error is one line that starts with
+YAML is read with the `yaml.safe_load` loader only, with a key repeated in one mapping refused. Every validation error is one line that starts with
 the YAML path and says what to do (`algorithms[2].params.lr: must be > 0, got -1`).
 """
 
@@ -68,6 +68,10 @@ FIGURE_KINDS = ("metric_over_epsilon", "metric_over_n", "metric_over_d", "metric
 SWEEP_KEYS = ("n", "d")  # dataset options a `sweep:` may vary
 REFERENCES = ("dpsco_rate",)  # reference lines a figure may draw (plots.REFERENCE_LINES)
 DEFAULT_PROFILE = "full"
+#: A run of more cells than this needs `--allow-large`: the largest paper experiment has 4,590
+#: cells (inputpert, full profile), so a grid beyond it is more often a typo (a long list where a
+#: short one was meant) than a plan, and its L* phase and cells would run for hours.
+MAX_CELLS = 50_000
 
 
 @dataclass(frozen=True)
@@ -133,6 +137,12 @@ class Experiment:
     def spec_hash(self) -> str:
         return digest(self.resolved)
 
+    def n_cells(self, skip_datasets: frozenset[str] = frozenset()) -> int:
+        """len(self.cells(skip_datasets)), counted without building the grid."""
+        return sum(len(algo.grid) * (len(self.epsilons) if algo.private else 1) * len(self.seeds)
+                   for algo, ds, model in itertools.product(self.algorithms, self.datasets, self.models)
+                   if ds.label not in skip_datasets and algo.applies_to(ds, model))
+
     def cells(self, skip_datasets: frozenset[str] = frozenset()) -> list[Cell]:
         """The grid: algorithms x hyperparameter combinations x datasets x models x epsilons x seeds.
 
@@ -153,6 +163,16 @@ class Experiment:
 
 
 # ---- loading ---------------------------------------------------------------------------------
+def check_size(exps: list[Experiment], allow_large: bool) -> int:
+    """The number of cells of these experiments; SpecError above MAX_CELLS unless allow_large."""
+    total = sum(exp.n_cells() for exp in exps)
+    if total > MAX_CELLS and not allow_large:
+        parts = ", ".join(f"{exp.name}[{exp.profile}] {exp.n_cells():,}" for exp in exps)
+        raise SpecError(f"{total:,} cells ({parts}) is more than {MAX_CELLS:,}; check the grid (every list in "
+                        f"params, epsilons, seeds and sweeps multiplies it), or pass --allow-large to run it")
+    return total
+
+
 def load(path: str | Path, profile: str = DEFAULT_PROFILE) -> Experiment:
     """Read, profile and validate an experiment file; raise SpecError (one line) on any problem."""
     path = Path(path)
@@ -160,7 +180,9 @@ def load(path: str | Path, profile: str = DEFAULT_PROFILE) -> Experiment:
         raise SpecError(f"{path}: experiment file not found; give the path of a YAML file such as "
                         f"experiments/quickstart.yaml")
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # safe_load, duplicate keys refused
+    except _DuplicateKey as exc:
+        raise SpecError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
@@ -169,6 +191,29 @@ def load(path: str | Path, profile: str = DEFAULT_PROFILE) -> Experiment:
     except UnicodeDecodeError:
         raise SpecError(f"{path}: not a text file; give an experiment YAML file") from None
     return from_dict(_yaml11_floats(raw), name=path.stem, profile=profile, source=str(path))
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.safe_load's loader, except that a key repeated in one mapping is an error (plain YAML
+    keeps the last value silently, so a second `epsilons:` would replace the first)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                    continue  # merge keys (<<) may be overridden by design; other keys are scalars in a spec
+                key = self.construct_object(key_node)
+                line = key_node.start_mark.line + 1
+                if key in seen:
+                    where = f"lines {seen[key]} and {line}" if seen[key] != line else f"line {line}"
+                    raise _DuplicateKey(f"key {key!r} appears twice in one mapping ({where}); keep one")
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
 
 
 _EXPONENT_FLOAT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
@@ -240,6 +285,8 @@ def from_dict(raw: Any, *, name: str = "experiment", profile: str = DEFAULT_PROF
     metrics = _metrics(spec.get("metrics", ["accuracy", "optimality_gap"]))
     selection = _selection(spec.get("selection"), metrics)
     figures = _figures(spec.get("figures"), metrics, datasets)
+    if grid:
+        _check_producible(spec.get("metrics"), metrics, figures, datasets, models, algorithms)
     seed = _int(spec.get("seed", 0), "seed", minimum=0)
     seeds = _seeds(spec.get("seeds", 1))
     audits = _audits(spec.get("audits"), seed)
@@ -588,6 +635,57 @@ def _metrics(value: Any) -> tuple[str, ...]:
         if m not in METRICS:
             raise SpecError(f"metrics[{i}]: unknown metric {m!r}; choose from {', '.join(METRICS)}")
     return tuple(value)
+
+
+#: what a figure kind needs of the grid: an iterate trace, or a dataset swept over n or d
+_FIGURE_NEEDS = {"metric_over_iterations": "trace", "metric_over_n": "n", "metric_over_d": "d"}
+
+
+def _swept(datasets: tuple[Component, ...]) -> dict[str, set[str]]:
+    """Sweep option (n, d) -> the dataset panels swept over it."""
+    out: dict[str, set[str]] = {}
+    for panel in {c.panel for c in datasets}:
+        members = [dict(c.options) for c in datasets if c.panel == panel]
+        for option in SWEEP_KEYS:
+            if len({repr(m.get(option)) for m in members}) > 1:
+                out.setdefault(option, set()).add(panel)
+    return out
+
+
+def _check_producible(raw_metrics: Any, metrics: tuple[str, ...], figures: tuple[FigureSpec, ...],
+                      datasets: tuple[Component, ...], models: tuple[Component, ...],
+                      algorithms: tuple[AlgorithmSpec, ...]) -> None:
+    """Refuse metrics and figures that no part of the grid can produce (they would be empty)."""
+    from dpbench import data, models as models_mod
+    from dpbench.metrics import unavailable
+
+    pairs = {(ds, model) for algo in algorithms for ds in datasets for model in models if algo.applies_to(ds, model)}
+
+    def first_reason(metric: str, shown: set) -> str | None:
+        reasons = [unavailable(metric, data.DATASETS[ds.name], models_mod.MODELS[model.name]) for ds, model in shown]
+        return None if any(r is None for r in reasons) or not reasons else reasons[0]
+
+    where = "metrics" if raw_metrics is not None else "metrics (default)"
+    for i, metric in enumerate(metrics):
+        reason = first_reason(metric, pairs)
+        if reason:
+            raise SpecError(f"{where}[{i}]: {reason}, and no other dataset/model of this experiment can give it; "
+                            f"drop it or add a dataset and model that can")
+    traced = any(dict(params).get("trace_every") for algo in algorithms for params in algo.grid)
+    swept = _swept(datasets)
+    for i, fig in enumerate(figures):
+        shown = {(ds, m) for ds, m in pairs if fig.datasets is None or ds.label in fig.datasets
+                 or ds.panel in fig.datasets}
+        reason = first_reason(fig.metric, shown)
+        if reason:
+            raise SpecError(f"figures[{i}].metric: {reason}, nor any other dataset/model this figure draws")
+        need = _FIGURE_NEEDS.get(fig.kind)
+        if need == "trace" and not traced:
+            raise SpecError(f"figures[{i}].kind: {fig.kind} draws iterate traces, but no algorithm sets trace_every; "
+                            f"add e.g. params: {{trace_every: 100}} to the algorithms it should draw")
+        if need in SWEEP_KEYS and not ({ds.panel for ds, _ in shown} & swept.get(need, set())):
+            raise SpecError(f"figures[{i}].kind: {fig.kind} draws a dataset swept over {need}, but none of its "
+                            f"datasets has `sweep: {{{need}: [...]}}`")
 
 
 def _figures(value: Any, metrics: tuple[str, ...], datasets: tuple[Component, ...] = ()) -> tuple[FigureSpec, ...]:

@@ -58,16 +58,31 @@ def test_statuses_of_the_paired_comparison():
     assert status(nonprivate, nonprivate) == ["same"]
 
 
-def test_a_10_percent_noise_edit_fails_the_check(tmp_path, data_dir, monkeypatch):
-    spec = tmp_path / "checkme.yaml"
-    spec.write_text(CHECK_SPEC)
-    args = ["check", str(spec), "--results", str(tmp_path / "results"), "--data", str(data_dir),
+@pytest.fixture(scope="module")
+def checkme(tmp_path_factory, data_dir):
+    """CHECK_SPEC run once (its cells stored under results/), shared by the tests of this module."""
+    from dpbench import pipeline
+    from dpbench import spec as spec_mod
+
+    folder = tmp_path_factory.mktemp("checkme")
+    path = folder / "checkme.yaml"
+    path.write_text(CHECK_SPEC)
+    exp = spec_mod.load(path)
+    pipeline.run_experiment(exp, results=folder / "results", data_dir=str(data_dir), backend="sequential",
+                            progress=False)
+    return path, exp, folder / "results"
+
+
+def test_a_10_percent_noise_edit_fails_the_check(checkme, data_dir, monkeypatch):
+    spec, _, results = checkme
+    args = ["check", str(spec), "--results", str(results), "--data", str(data_dir),
             "--backend", "sequential", "--no-progress"]
     runner = CliRunner()
-    created = runner.invoke(main, args + ["--update"])
+    created = runner.invoke(main, args + ["--update", "--reuse"])  # the stored run, plus its float envelope
     assert created.exit_code == 0, created.output
-    assert (tmp_path / "results" / "checkme" / "reference-full.csv").is_file()
-    unchanged = runner.invoke(main, args)
+    assert "(48 values, 0 float-sensitive)" in created.output  # the envelope excuses nothing here
+    assert "envelope" in pd.read_csv(results / "checkme" / "reference-full.csv")
+    unchanged = runner.invoke(main, args)  # recomputed in a temporary folder: the same numbers
     assert unchanged.exit_code == 0 and "6 same" in unchanged.output, unchanged.output
 
     original = dpsgd.dpsgd_noise_multiplier
@@ -82,19 +97,16 @@ def test_a_10_percent_noise_edit_fails_the_check(tmp_path, data_dir, monkeypatch
     assert "--update" in edited.stderr
 
 
-def test_redrawn_random_streams_stay_within_seed_noise(tmp_path, data_dir):
+def test_redrawn_random_streams_stay_within_seed_noise(checkme, tmp_path, data_dir):
     """A benign change (another experiment seed re-draws splits and streams) is not a drift here."""
     from dpbench import pipeline
     from dpbench import spec as spec_mod
 
-    path = tmp_path / "checkme.yaml"
-    path.write_text(CHECK_SPEC)
-    exp = spec_mod.load(path)
+    _, exp, results = checkme
     other = spec_mod.from_dict({**exp.resolved, "seed": 1}, name="checkme")
-    for e, folder in ((exp, "a"), (other, "b")):
-        pipeline.run_experiment(e, results=tmp_path / folder, data_dir=str(data_dir), backend="sequential",
-                                progress=False)
-    table = check.compare(pipeline.seed_points(other, tmp_path / "b"), pipeline.seed_points(exp, tmp_path / "a"))
+    pipeline.run_experiment(other, results=tmp_path / "b", data_dir=str(data_dir), backend="sequential",
+                            progress=False)
+    table = check.compare(pipeline.seed_points(other, tmp_path / "b"), pipeline.seed_points(exp, results))
     gaps = table[(table["label"] == "dpsgd") & (table["metric"] == "optimality_gap")]
     assert set(gaps["status"]) == {"within"}
 

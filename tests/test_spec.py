@@ -80,8 +80,8 @@ BASE = {"datasets": "datasets: [breast_cancer]\n", "models": "models: [logreg]\n
 def _spec_with(override: str) -> str:
     key = override.split(":")[0]
     parts = dict(BASE)
-    parts[key] = override
-    return "".join(parts.values()) if key in BASE else "".join(parts.values()) + override
+    parts[key] = override  # replaces a base key, or is appended (once: a repeated key is an error)
+    return "".join(parts.values())
 
 
 @pytest.mark.parametrize("case", sorted(BAD))

@@ -47,6 +47,13 @@ class Fit:
     trace: list[dict] = field(default_factory=list)
 
 
+#: Upper bounds of the epochs and steps hyperparameters: far above any paper's setting (PIDP-SGD
+#: runs 27,134 batch-1 steps, full-batch methods 100-2,000 steps), so a value above them is a typo
+#: that would run for days without a word (a fit is one cell: it shows no progress of its own).
+MAX_EPOCHS = 10_000
+MAX_STEPS = 10_000_000
+
+
 @dataclass(frozen=True)
 class HyperParam:
     """One hyperparameter: its type, default, allowed values and what it means (for `--help`/list)."""

@@ -63,6 +63,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from dpbench.algorithms import kernels
+from dpbench.algorithms.base import MAX_EPOCHS
 from dpbench.algorithms.base import (
     AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, ledger, output_sensitivity_claim, register,
 )
@@ -317,7 +318,7 @@ register(AlgorithmInfo(
                    "step-size rule and matching sensitivity: convex (constant eta, Delta = 2kL eta/B), "
                    "strongly_convex (eta_t = min(lr, 1/(mu t)), Delta = 2L/(mu n)), strongly_convex_constant",
                    choices=VARIANTS),
-        HyperParam("epochs", int, 1, "passes k over one fixed random permutation", minimum=1),
+        HyperParam("epochs", int, 1, "passes k over one fixed random permutation", minimum=1, maximum=MAX_EPOCHS),
         HyperParam("batch_size", int, 50, "mini-batch size B (floor(n/B) batches per pass; the rest unused)",
                    minimum=1),
         HyperParam("lr", float, None, "step size eta (cap of the schedule for strongly_convex); none: 1/beta. "

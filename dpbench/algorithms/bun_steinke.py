@@ -89,6 +89,7 @@ import math
 
 import numpy as np
 
+from dpbench.algorithms.base import MAX_STEPS
 from dpbench.algorithms.base import AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, ledger, register
 from dpbench.algorithms.sgd import project_to_ball
 from dpbench.privacy import checks
@@ -261,7 +262,7 @@ register(AlgorithmInfo(
     private=True,
     fit=fit_bun_steinke,
     params=(
-        HyperParam("steps", int, DEFAULT_STEPS, "T gradient steps (each spends d mean estimates)", minimum=1),
+        HyperParam("steps", int, DEFAULT_STEPS, "T gradient steps (each spends d mean estimates)", minimum=1, maximum=MAX_STEPS),
         HyperParam("lr", float, None, "step size; none: 1/(model.smoothness + l2), or 0.1 without a smoothness "
                    "bound", minimum=0, exclusive_minimum=True, optional=True),
         HyperParam("kappa", float, DEFAULT_KAPPA, "kappa = b - a, width of the known range of the mean gradient "

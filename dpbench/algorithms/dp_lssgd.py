@@ -31,6 +31,7 @@ from typing import Callable
 
 import numpy as np
 
+from dpbench.algorithms.base import MAX_EPOCHS
 from dpbench.algorithms.base import AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, register
 from dpbench.algorithms.dpsgd import CALIBRATIONS, fit_noisy_sgd
 from dpbench.algorithms.sgd import LR_SCHEDULES
@@ -132,7 +133,7 @@ register(AlgorithmInfo(
         HyperParam("smoothing", float, 1.0, "Laplacian smoothing sigma of A = I - sigma Lap (0: plain DP-SGD)",
                    minimum=0),
         HyperParam("epochs", float, 1.0, "passes over the data; T = round(epochs * n / batch_size)",
-                   minimum=0, exclusive_minimum=True),
+                   minimum=0, exclusive_minimum=True, maximum=MAX_EPOCHS),
         HyperParam("batch_size", float, 64.0, "expected (Poisson) batch size B; q = B/n", minimum=1),
         HyperParam("lr", float, 0.5, "step size", minimum=0, exclusive_minimum=True),
         HyperParam("lr_schedule", str, "constant", "step-size schedule", choices=LR_SCHEDULES),

@@ -24,6 +24,7 @@ from typing import Callable
 
 import numpy as np
 
+from dpbench.algorithms.base import MAX_EPOCHS
 from dpbench.algorithms.base import AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, ledger, register
 from dpbench.algorithms.sgd import LR_SCHEDULES, run_sgd, steps_for, training_loss_trace
 from dpbench.privacy import calibrate_dpsgd_noise, dpsgd_epsilon_report, paper_dpsgd_sigma
@@ -124,7 +125,7 @@ register(AlgorithmInfo(
     fit=fit_dpsgd,
     params=(
         HyperParam("epochs", float, 1.0, "passes over the data; T = round(epochs * n / batch_size)",
-                   minimum=0, exclusive_minimum=True),
+                   minimum=0, exclusive_minimum=True, maximum=MAX_EPOCHS),
         HyperParam("batch_size", float, 64.0, "expected (Poisson) batch size B; q = B/n", minimum=1),
         HyperParam("lr", float, 0.5, "step size", minimum=0, exclusive_minimum=True),
         HyperParam("lr_schedule", str, "constant", "step-size schedule", choices=LR_SCHEDULES),

@@ -89,6 +89,7 @@ from typing import Callable
 
 import numpy as np
 
+from dpbench.algorithms.base import MAX_EPOCHS, MAX_STEPS
 from dpbench.algorithms.base import AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, ledger, register
 from dpbench.algorithms.sgd import project_to_ball, training_loss_trace
 from dpbench.models.base import Model
@@ -421,7 +422,7 @@ register(AlgorithmInfo(
     fit=fit_noisy_sgd_bst14,
     params=(
         HyperParam("steps", int, 2000, "steps run T (same per-step noise as the paper's n^2 steps; "
-                   "null = n^2; clamped to n^2)", minimum=1, optional=True),
+                   "null = n^2; clamped to n^2)", minimum=1, optional=True, maximum=MAX_STEPS),
         HyperParam("lr_schedule", str, "bst14_convex",
                    "bst14_convex: radius/sqrt(t((G+l2 r)^2 + p sigma^2)); bst14_strongly_convex: 1/(l2 t); "
                    "constant: lr", choices=BST14_SCHEDULES),
@@ -444,7 +445,7 @@ register(AlgorithmInfo(
     private=True,
     fit=fit_dp_gd,
     params=(
-        HyperParam("epochs", int, 50, "number T of full-batch steps", minimum=1),
+        HyperParam("epochs", int, 50, "number T of full-batch steps", minimum=1, maximum=MAX_EPOCHS),
         HyperParam("lr", float, 1.0, "step size eta", minimum=0, exclusive_minimum=True),
         HyperParam("radius", float, None, "projection radius (none: no projection)",
                    minimum=0, exclusive_minimum=True, optional=True),

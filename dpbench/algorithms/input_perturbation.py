@@ -50,6 +50,7 @@ import math
 
 import numpy as np
 
+from dpbench.algorithms.base import MAX_EPOCHS
 from dpbench.algorithms.base import AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, ledger, register
 from dpbench.models.base import Model
 from dpbench.privacy.erm import input_perturbation_variance
@@ -176,7 +177,7 @@ register(AlgorithmInfo(
     private=True,
     fit=fit_input_perturbation,
     params=(
-        HyperParam("epochs", int, 100, "T full-batch GD steps (one step = one pass over the data)", minimum=1),
+        HyperParam("epochs", int, 100, "T full-batch GD steps (one step = one pass over the data)", minimum=1, maximum=MAX_EPOCHS),
         HyperParam("lr", float, 1.0, "constant step size alpha", minimum=0, exclusive_minimum=True),
         HyperParam("noise", str, "shared",
                    "shared: one z in R^d for all rows (the proof's reading); per_example: independent z_i per row",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import minimize
 
+from dpbench.algorithms.base import MAX_EPOCHS
 from dpbench.algorithms.base import NON_PRIVATE_LEDGER, AlgorithmInfo, Fit, HyperParam, Problem, ledger, register
 from dpbench.algorithms.sgd import LR_SCHEDULES, run_sgd, steps_for, training_loss_trace
 
@@ -105,7 +106,7 @@ register(AlgorithmInfo(
         HyperParam("method", str, "lbfgs", "lbfgs: exact empirical minimiser; sgd: plain minibatch SGD",
                    choices=("lbfgs", "sgd")),
         HyperParam("restarts", int, 3, "random restarts for a non-convex model (L-BFGS)", minimum=1),
-        HyperParam("epochs", float, 5.0, "passes over the data (sgd)", minimum=0, exclusive_minimum=True),
+        HyperParam("epochs", float, 5.0, "passes over the data (sgd)", minimum=0, exclusive_minimum=True, maximum=MAX_EPOCHS),
         HyperParam("batch_size", float, 64.0, "expected batch size (sgd)", minimum=1),
         HyperParam("lr", float, 0.5, "step size (sgd)", minimum=0, exclusive_minimum=True),
         HyperParam("lr_schedule", str, "constant", "step-size schedule (sgd)", choices=LR_SCHEDULES),

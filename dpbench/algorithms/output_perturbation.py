@@ -48,6 +48,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from dpbench.algorithms.base import MAX_EPOCHS
 from dpbench.algorithms.base import (
     AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, ledger, output_sensitivity_claim, register,
 )
@@ -190,7 +191,7 @@ register(AlgorithmInfo(
     convex_only=True,
     fit=fit_output_perturbation_gd,
     params=(
-        HyperParam("epochs", int, 100, "T full-batch GD steps", minimum=1),
+        HyperParam("epochs", int, 100, "T full-batch GD steps", minimum=1, maximum=MAX_EPOCHS),
         HyperParam("lr", float, None, "step size; none: 1/beta (beta = beta_s + l2). Must be <= 2/(beta + l2), "
                    "else an error", minimum=0, exclusive_minimum=True, optional=True),
         HyperParam("l2", float, None, "training L2 lambda (= strong convexity mu), replaces the model's l2 during "

@@ -146,6 +146,7 @@ from scipy import linalg
 from scipy.special import expit
 
 from dpbench.algorithms import kernels
+from dpbench.algorithms.base import MAX_EPOCHS, MAX_STEPS
 from dpbench.algorithms.base import AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, ledger, register
 from dpbench.algorithms.dpsgd import CALIBRATIONS, dpsgd_noise_multiplier
 from dpbench.algorithms.sgd import stretch_end, training_loss_trace
@@ -887,8 +888,8 @@ register(AlgorithmInfo(
     fit=fit_pidp_sgd,
     params=(
         HyperParam("epochs", float, 1.0, "passes over the data: T = round(epochs * n) batch-1 steps (ignored if "
-                   "steps is set)", minimum=0, exclusive_minimum=True),
-        HyperParam("steps", int, None, "T directly (overrides epochs)", minimum=1, optional=True),
+                   "steps is set)", minimum=0, exclusive_minimum=True, maximum=MAX_EPOCHS),
+        HyperParam("steps", int, None, "T directly (overrides epochs)", minimum=1, optional=True, maximum=MAX_STEPS),
         HyperParam("rounds", int, 10, "global rounds R (Hessian recomputed per round); R*T_local = T", minimum=1),
         HyperParam("lr", float, 0.05, "step size alpha", minimum=0, exclusive_minimum=True),
         HyperParam("clip_norm", float, 1.0, "per-example clipping norm C = the Lipschitz constant G of Thms 4-5",

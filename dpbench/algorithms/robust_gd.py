@@ -93,6 +93,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from dpbench.algorithms.base import MAX_STEPS
 from dpbench.algorithms.base import (
     NON_PRIVATE_LEDGER,
     AlgorithmInfo,
@@ -334,7 +335,7 @@ def fit_rgd(
 
 
 _SHARED_PARAMS = (
-    HyperParam("steps", int, 50, "number T of gradient steps", minimum=1),
+    HyperParam("steps", int, 50, "number T of gradient steps", minimum=1, maximum=MAX_STEPS),
     HyperParam("lr", float, None, "step size; none: 1/(model.smoothness + l2) ([S4] Thms 7-8, eta = 1/beta_s), "
                f"or {DEFAULT_LR_NO_SMOOTHNESS} for a model without a smoothness bound",
                minimum=0, exclusive_minimum=True, optional=True),

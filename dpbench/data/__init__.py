@@ -39,6 +39,8 @@ class DatasetInfo:
     task: str  # "classification" | "regression"
     source: str  # "uci" | "synthetic" | "user-supplied"
     uci_id: int | None = None
+    known_parameter: bool = False  # the true parameter w* is known (Dataset.w_star)
+    population: bool = False  # the test split is the whole population (excess population risk is exact)
 
 
 DATASETS: dict[str, DatasetInfo] = {
@@ -59,6 +61,7 @@ DATASETS: dict[str, DatasetInfo] = {
         citation=synthetic.CITATION,
         task="regression",
         source="synthetic",
+        known_parameter=True,
     ),
     "synthetic_logistic": DatasetInfo(
         name="synthetic_logistic",
@@ -66,6 +69,7 @@ DATASETS: dict[str, DatasetInfo] = {
         citation=synthetic.CITATION,
         task="classification",
         source="synthetic",
+        known_parameter=True,
     ),
     "credit_card": DatasetInfo(
         name="credit_card",
@@ -80,6 +84,8 @@ DATASETS: dict[str, DatasetInfo] = {
         citation=population.CITATION,
         task="classification",
         source="synthetic",
+        known_parameter=True,
+        population=True,
     ),
 }
 

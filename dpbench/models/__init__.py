@@ -25,6 +25,7 @@ class ModelInfo:
     task: str  # "classification" | "regression"
     convex: bool
     options: dict[str, Any] = field(default_factory=dict)
+    linear: bool = False  # theta lives in the data's feature space (theta . x), so theta can be compared with w*
     factory: Callable[..., Model] | None = field(default=None, repr=False, compare=False)
 
 
@@ -38,6 +39,7 @@ MODELS: dict[str, ModelInfo] = {
         task="classification",
         convex=True,
         options={"l2": 1e-4},
+        linear=True,
         factory=LogisticRegression,
     ),
     "ridge": ModelInfo(
@@ -48,6 +50,7 @@ MODELS: dict[str, ModelInfo] = {
         task="regression",
         convex=True,
         options={"l2": 1e-3},
+        linear=True,
         factory=RidgeRegression,
     ),
     "mlp": ModelInfo(

@@ -1,0 +1,250 @@
+"""What a new user hits: partial grids, damaged cell files, file system refusals, idempotent
+reruns, file modes and orphaned workers. Each ordinary failure is one line and a known exit
+code, and nothing already stored is lost."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from dpbench import pipeline, spec, store
+from dpbench.cli import EXIT_FILESYSTEM, main
+
+from conftest import TINY_SPEC
+
+CI = ["--profile", "ci"]
+
+
+def _run(args: list[str]):
+    return CliRunner().invoke(main, args)
+
+
+@pytest.fixture
+def stored(tmp_path, tiny_spec, data_dir):
+    """The tiny spec's full grid run once into tmp_path/results: (spec path, results, cells folder)."""
+    results = tmp_path / "results"
+    out = _run(["run", str(tiny_spec), "--results", str(results), "--data", str(data_dir), "--backend", "sequential",
+                "--no-progress"])
+    assert out.exit_code == 0, out.output
+    return tiny_spec, results, results / "tiny" / "cells"
+
+
+def _snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
+    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in folder.iterdir() if p.is_file()}
+
+
+def _cell_files(cells: Path) -> list[Path]:
+    return sorted(cells.glob("*.json"))
+
+
+def test_plot_refuses_a_partial_grid_and_writes_nothing(stored, data_dir):
+    path, results, cells = stored
+    files = _cell_files(cells)
+    files[0].write_text(files[0].read_text()[:80])  # truncated
+    files[1].write_text("")  # emptied
+    folder = results / "tiny"
+    before = _snapshot(folder)
+    out = _run(["plot", str(path), "--results", str(results)])
+    assert out.exit_code == 2
+    assert out.stderr.startswith(f"error: tiny [full]: 2 of {len(files)} cells have no usable result")
+    assert "damaged: empty file" in out.stderr and "not valid JSON" in out.stderr and "--partial" in out.stderr
+    assert _snapshot(folder) == before  # not a byte, not an mtime
+
+    partial = _run(["plot", str(path), "--results", str(results), "--partial"])
+    assert partial.exit_code == 0, partial.output
+    note = f"partial: {len(files) - 2} of {len(files)} cells"
+    curves = (folder / "curves.csv").read_text()
+    assert note in curves
+    assert json.loads((folder / "manifest.json").read_text())["partial"] == note
+
+
+def test_damaged_cell_files_are_moved_aside_and_recomputed(stored, data_dir):
+    path, results, cells = stored
+    files = _cell_files(cells)
+    good = json.loads(files[2].read_text())
+    files[0].write_text("[]")
+    files[1].write_text('{"status": "ok"}')
+    files[2].write_text(json.dumps({**good, "metrics": None}))
+    out = _run(["run", str(path), "--results", str(results), "--data", str(data_dir), "--backend", "sequential",
+                "--no-progress"])
+    assert out.exit_code == 0, out.output
+    assert out.stderr.count("damaged cell record") == 3 and "recomputing it" in out.stderr
+    assert f"{len(files)} total, 3 run" in out.stdout
+    moved = sorted(p.name for p in (cells / "quarantine").iterdir())
+    assert moved == sorted(f"{p.name}.0" for p in files[:3])  # moved, never deleted
+    assert json.loads(files[2].read_text())["metrics"] == good["metrics"]  # recomputed: the same numbers
+
+
+def test_record_problems_name_what_is_wrong():
+    assert store.record_problem([], "k") == "not a record (a JSON list)"
+    assert "key" in store.record_problem({"status": "ok"}, "k")
+    assert "status" in store.record_problem({"key": "k", "status": "done"}, "k")
+    assert store.record_problem({"key": "k", "status": "error"}, "k") is None
+    needs = {"metrics": dict}
+    assert "without metrics" in store.record_problem({"key": "k", "status": "ok"}, "k", needs)
+    assert "metrics is not a dict" in store.record_problem({"key": "k", "status": "ok", "metrics": 1}, "k", needs)
+
+
+def test_a_rerun_that_changes_nothing_touches_no_file(stored, data_dir):
+    path, results, _ = stored
+    folder = results / "tiny"
+    before = _snapshot(folder)
+    out = _run(["run", str(path), "--results", str(results), "--data", str(data_dir), "--backend", "sequential",
+                "--no-progress"])
+    assert out.exit_code == 0, out.output
+    assert _snapshot(folder) == before
+    assert "fit_seconds" not in (folder / "runs.csv.gz").read_bytes().decode("latin-1")  # times: timings.csv.gz
+
+
+def test_result_files_honour_the_umask(tmp_path):
+    old = os.umask(0o022)
+    try:
+        store.atomic_write_text(tmp_path / "a.txt", "x")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "a.txt").stat().st_mode & 0o777 == 0o644
+    assert store.atomic_write_text(tmp_path / "a.txt", "x") is False  # same bytes: untouched
+    assert store.atomic_write_text(tmp_path / "a.txt", "y") is True
+
+
+def test_plot_trains_no_audit(tmp_path, data_dir):
+    path = tmp_path / "aud.yaml"
+    path.write_text("""
+name: aud
+audits:
+  dataset: breast_cancer
+  rows: 100
+  trials: 20
+  epsilons: [1]
+  algorithms: [{name: dpsgd, label: DP-SGD, params: {epochs: 1}}]
+""")
+    results = tmp_path / "results"
+    out = _run(["plot", str(path), "--results", str(results)])
+    assert out.exit_code == 2 and "trial chunks are not stored" in out.stderr, out.output
+    assert not (results / ".cache" / "audits").exists()  # nothing trained, nothing written
+
+
+def _read_only_mount(folder: Path) -> contextlib.AbstractContextManager:
+    @contextlib.contextmanager
+    def mounted():
+        folder.mkdir(parents=True, exist_ok=True)
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(folder)],
+                          capture_output=True).returncode != 0:
+            pytest.skip("cannot mount a tmpfs here (needs root): the read-only case is not exercised")
+        try:
+            yield lambda: subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+        finally:
+            subprocess.run(["umount", str(folder)], capture_output=True)
+    return mounted()
+
+
+def test_a_read_only_results_folder_is_one_line_and_loses_nothing(tmp_path, tiny_spec, data_dir):
+    with _read_only_mount(tmp_path / "ro") as make_read_only:
+        results = tmp_path / "ro" / "results"
+        args = ["--results", str(results)]
+        assert _run(["run", str(tiny_spec), *args, "--data", str(data_dir), "--backend", "sequential",
+                     "--no-progress"]).exit_code == 0
+        cells = results / "tiny" / "cells"
+        kept = {p.name: p.read_bytes() for p in cells.iterdir()}
+        make_read_only()
+        for verb in (["run"], ["run", "--force"], ["plot"]):
+            extra = ["--data", str(data_dir), "--no-progress"] if verb[0] == "run" else []
+            out = _run([*verb, str(tiny_spec), *args, *extra])
+            assert out.exit_code == 2, (verb, out.output)
+            assert out.stderr.count("\n") == 1 and "read-only file system" in out.stderr, (verb, out.stderr)
+        assert {p.name: p.read_bytes() for p in cells.iterdir()} == kept
+
+
+def test_a_full_disk_mid_run_is_one_line_and_keeps_what_was_stored(tmp_path, tiny_spec, data_dir, monkeypatch):
+    real_put = store.ResultStore.put
+    calls = []
+
+    def put(self, record):
+        calls.append(record["key"])
+        if len(calls) > 3:
+            raise OSError(errno.ENOSPC, "No space left on device", str(self.path(record["key"])))
+        real_put(self, record)
+
+    monkeypatch.setattr(store.ResultStore, "put", put)
+    results = tmp_path / "results"
+    out = _run(["run", str(tiny_spec), "--results", str(results), "--data", str(data_dir), "--backend", "sequential",
+                "--no-progress"])
+    assert out.exit_code == EXIT_FILESYSTEM, out.output
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: cannot write or read ") and "No space left" in errors[0]
+    assert "Traceback" not in out.stderr
+    assert len(list((results / "tiny" / "cells").glob("*.json"))) == 3
+    assert not list((results / "tiny" / "cells").glob(".*.tmp"))
+
+
+def test_results_inside_a_regular_file_is_a_usage_error(tmp_path, tiny_spec):
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    for target in (blocker, blocker / "sub"):
+        out = _run(["run", str(tiny_spec), "--results", str(target), "--no-progress"])
+        assert out.exit_code == 2 and out.stderr.startswith("error: --results") and "file" in out.stderr
+
+
+def _children(pid: int) -> set[int]:
+    out = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.add(int(stat.parent.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only")
+def test_workers_exit_when_the_run_is_killed(tmp_path, data_dir):
+    path = tmp_path / "long.yaml"
+    path.write_text(TINY_SPEC.replace("epochs: 2", "epochs: 400").replace("seeds: 2", "seeds: 8")
+                    .replace("name: tiny", "name: long"))
+    cmd = [sys.executable, "-m", "dpbench.cli", "run", str(path), "--results", str(tmp_path / "r"), "--data",
+           str(data_dir), "--jobs", "2", "--no-progress"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        cells = tmp_path / "r" / "long" / "cells"
+        deadline = time.time() + 120
+        while time.time() < deadline and not list(cells.glob("*.json")):
+            time.sleep(0.05)
+        workers = _children(proc.pid)
+        assert workers, "the run started no worker process"
+        os.kill(proc.pid, signal.SIGKILL)  # the parent only, as `kill -9 PID` does
+        proc.wait()
+        deadline = time.time() + 20
+        while time.time() < deadline and any(_alive(w) for w in workers):
+            time.sleep(0.1)
+        assert not [w for w in workers if _alive(w)], "workers outlived the killed run"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_run_prints_the_size_of_the_work_before_it_starts(stored, data_dir):
+    path, results, _ = stored
+    out = _run(["run", str(path), "--results", str(results), "--data", str(data_dir), "--backend", "sequential",
+                "--no-progress"])
+    n = len(spec.load(path).cells())
+    assert f"tiny[full]: {n} cells ({n} stored, 0 to run), 0 L* problems to solve" in out.stderr
+    assert pipeline.inventory(spec.load(path), results).missing == []
