@@ -1,7 +1,8 @@
 # dpbench: every target installs what it needs into .venv first.
 #   make figures   run every experiment in experiments/ (full profile) and draw its figures
-#   make test      the fast test suite, then `make check` (what CI runs)
+#   make test      `make check`, then the fast test suite (what CI runs)
 #   make check     every experiment's ci profile against its stored reference curves
+#   make test-slow the paper-scale tests (marker `slow`), left out of make test
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -12,10 +13,10 @@ export DPBENCH_DATA
 EXPERIMENTS := $(wildcard experiments/*.yaml)
 STAMP := $(VENV)/.installed
 
-.PHONY: install test pytest check figures verify bench help
+.PHONY: install test test-slow pytest check figures verify bench help
 
 help:
-	@echo "make figures | make test (= check + pytest) | make check | make bench | make verify | make install"
+	@echo "make figures | make test (= check + pytest) | make check | make test-slow | make bench | make verify | make install"
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,6 +29,9 @@ test: check pytest  # pytest last, so its summary closes the output
 
 pytest: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -m slow
 
 check: $(STAMP)
 	$(BIN)/dpbench check $(EXPERIMENTS) --profile ci --jobs $(JOBS) --no-progress
