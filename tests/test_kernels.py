@@ -171,14 +171,14 @@ def test_bolt_on_compiled_equals_numpy(variant, batch_size, epochs):
                                                 ("mlp", {"hidden": 5, "activation": "softplus"})])
 @pytest.mark.parametrize("radius", [1.0, 1e6])
 def test_pidp_compiled_equals_numpy(monkeypatch, model_name, options, radius):
-    base = logistic_problem(n=1200, d=5)
+    base = logistic_problem(n=600, d=5)
     problem = Problem(model=models.make(model_name, 5, **options), X=base.X, y=base.y)
     info = algorithms.get("pidp_sgd")
     fits = []
     for jit in ("1", "0"):
         monkeypatch.setenv("DPBENCH_JIT", jit)
         fits.append(info.fit(problem, PrivacyTarget(2.0, 1e-5), np.random.default_rng(8), epochs=1.0, lr=0.05,
-                             radius=radius, trace_every=250))
+                             radius=radius, trace_every=120))
     a, b = fits
     np.testing.assert_allclose(a.theta, b.theta, rtol=0, atol=TOL)
     assert a.privacy["noise_free_fraction"] == b.privacy["noise_free_fraction"]
