@@ -107,8 +107,8 @@ SHA256: dict[str, str] = {
 }
 
 HOW_TO_GET = (
-    "set DPBENCH_DATA to a folder with the UCI layout (e.g. ../shared/data) "
-    "or allow network access so ucimlrepo can fetch it"
+    "pass --data DIR or set DPBENCH_DATA to a folder with the UCI layout (e.g. ../shared/data; "
+    "`dpbench data verify --data DIR` checks one), or allow network access so ucimlrepo can fetch it"
 )
 
 _ADULT = (
