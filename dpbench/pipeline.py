@@ -263,8 +263,13 @@ def render(exp: Experiment, *, results: str | Path = "results", summary: runner.
         raise DpbenchError(f"no stored cells for {exp.name} [{exp.profile}] under {results}/; "
                            f"run `{_run_command(exp, results)}` first")
     audit_list, audit_gaps = _stored_audits(exp, results)
+    if exp.audits and not audit_list and not records:
+        raise DpbenchError(f"no stored audits for {exp.name} [{exp.profile}] under {results}/; "
+                           f"run `{_run_command(exp, results)}` first")
     if (inv.missing or audit_gaps) and not partial:
-        parts = ([inv.describe()] if inv.missing else []) + audit_gaps[:3]
+        parts = ([inv.describe()] if inv.missing else []) + \
+            ([f"{len(audit_gaps)} of {len(exp.audits)} audits are not fully stored ({audit_gaps[0]})"]
+             if audit_gaps else [])
         raise IncompleteError(f"{exp.name} [{exp.profile}]: {'; '.join(parts)}. Nothing was written: run "
                               f"`{_run_command(exp, results)}` to compute them, or pass --partial to draw what "
                               f"is stored")

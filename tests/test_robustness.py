@@ -130,7 +130,7 @@ audits:
 """)
     results = tmp_path / "results"
     out = _run(["plot", str(path), "--results", str(results)])
-    assert out.exit_code == 2 and "trial chunks are not stored" in out.stderr, out.output
+    assert out.exit_code == 2 and "no stored audits for aud [full]" in out.stderr, out.output
     assert not (results / ".cache" / "audits").exists()  # nothing trained, nothing written
 
 
