@@ -6,7 +6,8 @@ Exit codes:
   2  a usage error: bad YAML, option or argument, missing data, a results folder that cannot be
      one (one line `error: ...`);
   3  the file system refused a write or read of results: read-only, full (ENOSPC), no
-     permission (one line `error: ...` naming the file; what was stored before stays stored).
+     permission (one line `error: ...` naming the file; what was stored before stays stored);
+  130 interrupted (Ctrl-C): one line; finished results stay stored and a rerun resumes.
 Anything else is a bug and shows a traceback.
 """
 
@@ -30,6 +31,7 @@ DATA_HELP = "folder with the raw UCI files in their UCI layout (default: $DPBENC
 
 EXIT_USAGE = 2
 EXIT_FILESYSTEM = 3
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
 #: what the file system says when it cannot hold results: these end in one line, not a traceback
 _FILESYSTEM_ERRORS = {
     errno.ENOSPC: "the disk is full; free space and rerun: every cell stored before is reused",
@@ -64,6 +66,10 @@ class _Group(click.Group):
                 raise
             click.echo(f"error: {filesystem_error_line(exc)}", err=True)
             sys.exit(EXIT_FILESYSTEM)
+        except KeyboardInterrupt:
+            click.echo("interrupted: every result finished before is stored (cells, L* solutions, audit "
+                       "chunks); rerun the same command to resume", err=True)
+            sys.exit(EXIT_INTERRUPTED)
 
 
 class FiniteFloatRange(click.FloatRange):

@@ -248,3 +248,29 @@ def test_run_prints_the_size_of_the_work_before_it_starts(stored, data_dir):
     n = len(spec.load(path).cells())
     assert f"tiny[full]: {n} cells ({n} stored, 0 to run), 0 L* problems to solve" in out.stderr
     assert pipeline.inventory(spec.load(path), results).missing == []
+
+
+def test_ctrl_c_is_one_line_keeps_what_was_stored_and_leaves_no_temporary_file(tmp_path, data_dir):
+    path = tmp_path / "long.yaml"
+    path.write_text(TINY_SPEC.replace("epochs: 2", "epochs: 200").replace("seeds: 2", "seeds: 8")
+                    .replace("name: tiny", "name: long"))
+    results = tmp_path / "r"
+    cmd = [sys.executable, "-m", "dpbench.cli", "run", str(path), "--results", str(results), "--data",
+           str(data_dir), "--jobs", "2", "--no-progress"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        cells = results / "long" / "cells"
+        deadline = time.time() + 120
+        while time.time() < deadline and len(list(cells.glob("*.json"))) < 3:
+            time.sleep(0.02)
+        os.killpg(proc.pid, signal.SIGINT)  # what a Ctrl-C in the terminal sends
+        _, err = proc.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1].startswith("interrupted: every result finished before is stored")
+    assert "Traceback" not in err
+    stored = list(cells.glob("*.json"))
+    assert len(stored) >= 3 and all(json.loads(p.read_text())["status"] == "ok" for p in stored)
+    assert not list(results.rglob(".*.tmp"))
