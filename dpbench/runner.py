@@ -15,6 +15,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 import warnings
@@ -39,19 +40,24 @@ class RunSummary:
     seconds: float = 0.0
 
 
-_ORPHAN_GUARD = False  # this worker process asked the kernel to end it with its parent
+_WORKER_READY = False  # this worker process has been set up by _worker_setup
 
 
-def _exit_with_parent(parent_pid: int) -> None:
-    """In a worker process that `parent_pid` started (loky), ask Linux to send SIGTERM when the
-    parent dies (prctl PR_SET_PDEATHSIG), so a `kill -9` of `dpbench run` leaves no workers
-    behind. Does nothing in the parent itself (threading, sequential), in processes another
-    program started (dask workers), or where prctl is unavailable."""
-    global _ORPHAN_GUARD
-    if _ORPHAN_GUARD or os.getpid() == parent_pid or not sys.platform.startswith("linux"):
+def _worker_setup(parent_pid: int) -> None:
+    """Once in each worker process that `parent_pid` started (loky): ignore SIGINT, so a Ctrl-C
+    reaches only the parent, which stops the run in order (its workers would otherwise die
+    mid-task and break the pool), and ask Linux to send SIGTERM when the parent dies (prctl
+    PR_SET_PDEATHSIG), so a `kill -9` of `dpbench run` leaves no workers behind. Does nothing
+    in the parent itself (threading, sequential) or in processes that run tasks outside their main
+    thread (dask workers, which dask manages); the death signal only where prctl exists."""
+    global _WORKER_READY
+    if _WORKER_READY or os.getpid() == parent_pid:
         return
-    _ORPHAN_GUARD = True
-    if os.getppid() != parent_pid:
+    _WORKER_READY = True
+    if os.getppid() != parent_pid or threading.current_thread() is not threading.main_thread():
+        return  # not a loky worker of ours (dask runs tasks in threads of workers it manages)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if not sys.platform.startswith("linux"):
         return
     try:
         import ctypes
@@ -65,10 +71,16 @@ def _exit_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
+def _in_worker(fn: Callable[[Any], Any], item: Any, parent_pid: int) -> Any:
+    """fn(item) in a worker set up by _worker_setup."""
+    _worker_setup(parent_pid)
+    return fn(item)
+
+
 def _guarded(work: Callable[[Any], dict], cell: Any, parent_pid: int | None = None) -> dict:
     """Run one cell; turn an exception into an error record (never raises)."""
     if parent_pid is not None:
-        _exit_with_parent(parent_pid)
+        _worker_setup(parent_pid)
     started = time.perf_counter()
     try:
         record = work(cell)
@@ -117,7 +129,8 @@ def parallel_map(items: Sequence[Any], fn: Callable[[Any], Any], *, jobs: int = 
     if not items:
         return []
     with _backend(backend, jobs, scheduler) as options:
-        results = Parallel(return_as="generator", **options)(delayed(fn)(item) for item in items)
+        results = Parallel(return_as="generator", **options)(delayed(_in_worker)(fn, item, os.getpid())
+                                                              for item in items)
         with tqdm(total=len(items), desc=description, unit="task", disable=not progress) as bar:
             out = []
             for result in results:
