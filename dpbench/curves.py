@@ -88,11 +88,31 @@ def selected_by_metric(runs: pd.DataFrame, metrics: tuple[str, ...],
     return out
 
 
+#: Validation scores within this relative distance of the best are a tie: another CPU's last bits
+#: move a score by ~1e-9 relative (README "One machine and many"), and two candidates that
+#: reach the same model (e.g. full-batch GD run to convergence at two step sizes) differ by that
+#: much, so picking the smaller would let the CPU choose the curve.
+SELECTION_TIE_RTOL = 1e-7
+
+
+def _tied_best(ranking: pd.DataFrame, keys: list[str]) -> str:
+    """The first candidate (in parameter order) among those tied for the lowest value of each key
+    in turn, a tie being a value within SELECTION_TIE_RTOL of the lowest."""
+    candidates = ranking
+    for key in keys:
+        lowest = candidates[key].min()
+        if pd.isna(lowest):
+            continue
+        candidates = candidates[candidates[key] <= lowest + SELECTION_TIE_RTOL * abs(lowest)]
+    return candidates.index[0]
+
+
 def select(runs: pd.DataFrame, selection: str = "val_accuracy") -> pd.DataFrame:
     """Keep, per (algorithm, dataset, model, epsilon), the rows of the best hyperparameters.
 
     Best = best mean validation score across seeds; ties (common for accuracy on small
-    validation splits) are broken by the lower mean validation loss, then by parameter order.
+    validation splits; within SELECTION_TIE_RTOL for losses) are broken by the lower mean
+    validation loss, then by parameter order.
     """
     if runs.empty:
         return runs
@@ -109,7 +129,7 @@ def select(runs: pd.DataFrame, selection: str = "val_accuracy") -> pd.DataFrame:
             ranking = group.groupby("params", sort=True)[keys].mean().dropna(subset=[metric])
             if SELECTION_METRICS[metric] == "max":
                 ranking[metric] = -ranking[metric]
-            best = ranking.sort_values(keys, kind="stable").index[0]
+            best = _tied_best(ranking, keys)
         chosen = group[group["params"] == best].copy()
         chosen["selected_by"] = metric
         chosen["candidates"] = group["params"].nunique()

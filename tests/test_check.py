@@ -149,3 +149,21 @@ def test_each_metric_uses_its_own_selection():
     assert set(forced["params"]) == {"b"}
     points = check.seed_points(selected_by_metric(runs, ("accuracy", "optimality_gap")))
     assert sorted(points["value"]) == [0.05, 0.05, 0.88, 0.88]
+
+
+def test_validation_scores_within_float_noise_are_a_tie_broken_by_parameter_order():
+    from dpbench.curves import select
+
+    def runs(loss_b: float) -> pd.DataFrame:
+        return pd.DataFrame([{"label": "x", "dataset_label": "d", "model_label": "m", "epsilon": 1.0, "rep": 0,
+                              "params": params, "val_loss": loss, "val_accuracy": 0.9}
+                             for params, loss in (("a", 0.5), ("b", loss_b))])
+
+    # "b" is lower by last bits only (as another CPU could make it): a tie, so the first in order
+    assert set(select(runs(0.5 * (1 - 1e-12)), "val_loss")["params"]) == {"a"}
+    assert set(select(runs(0.5 * (1 + 1e-12)), "val_loss")["params"]) == {"a"}
+    # a real difference still wins
+    assert set(select(runs(0.5 * (1 - 1e-4)), "val_loss")["params"]) == {"b"}
+    # accuracy ties fall through to the loss, with the same rule
+    assert set(select(runs(0.5 * (1 - 1e-4)), "val_accuracy")["params"]) == {"b"}
+    assert set(select(runs(0.5 * (1 - 1e-12)), "val_accuracy")["params"]) == {"a"}
