@@ -75,6 +75,7 @@ fixed grid with a Bonferroni correction is not implemented.
 from __future__ import annotations
 
 import functools
+import sys
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -651,14 +652,20 @@ class AuditResult:
 def _run_phase(chunks, store, context, *, jobs, backend, scheduler, progress, force, description, train=True):
     from dpbench import runner
 
-    if not train:  # read what is stored, run nothing
-        missing = [c for c in chunks if not store.is_finished(c.key)]
-        if missing:
-            raise AuditError(f"{description}: {len(missing)} of {len(chunks)} trial chunks are not stored under "
-                             f"{store.cells_dir} (`dpbench run` trains them)")
-        return runner.RunSummary(total=len(chunks), reused=len(chunks), ran=0), [store.get(c.key) for c in chunks]
+    if not train:  # read what is stored, run nothing, move nothing (a damaged chunk counts as missing)
+        found = [store.read(c.key) for c in chunks]
+        records = [record for record, _ in found if record is not None and record.get("status") == "ok"]
+        if len(records) < len(chunks):
+            damaged = sum(problem is not None for _, problem in found)
+            raise AuditError(f"{description}: {len(chunks) - len(records)} of {len(chunks)} trial chunks are not "
+                             f"stored under {store.cells_dir}" + (f" ({damaged} damaged)" if damaged else "") +
+                             " (`dpbench run` trains them)")
+        return runner.RunSummary(total=len(chunks), reused=len(chunks), ran=0), records
     summary = runner.run(chunks, functools.partial(run_chunk, context=context), store, jobs=jobs, backend=backend,
                          scheduler=scheduler, force=force, progress=progress, description=description)
+    for key, reason, target in store.quarantined:  # damaged chunks were moved aside and trained again
+        print(f"damaged audit chunk {key}.json ({reason}): moved to {target}, recomputed it", file=sys.stderr)
+    store.quarantined.clear()
     if summary.failed:
         first = summary.failed[0]
         raise AuditError(f"{len(summary.failed)} audit chunk(s) failed, first: {first['error']} "

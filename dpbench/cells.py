@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -50,40 +50,69 @@ _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
 _FUNCS = {"log": math.log, "sqrt": math.sqrt, "exp": math.exp}
 
 
-def evaluate_delta(expression: str | float, n: int) -> float:
-    """Evaluate a delta given as a number or an arithmetic expression of n (e.g. `1/n`, `1/n**1.1`).
+@dataclass(frozen=True)
+class DeltaFunction:
+    """A compiled delta (compile_delta): `of(n)` evaluates it; `uses_n` is False for a constant."""
 
-    Only numbers, n, + - * / **, parentheses and log/sqrt/exp are accepted (no eval).
+    of: Callable[[float], float]
+    uses_n: bool
+
+
+def compile_delta(expression: str | float) -> DeltaFunction:
+    """A delta given as a number or an arithmetic expression of n (e.g. `1/n`, `1/n**1.1`) as a
+    function of the training size n.
+
+    Only numbers, n, + - * / **, unary -, parentheses and log/sqrt/exp of one argument are
+    accepted (no eval); anything else is a ValueError naming it, whatever n will be.
     """
     if isinstance(expression, (int, float)) and not isinstance(expression, bool):
-        return float(expression)
-
-    def ev(node: ast.AST) -> float:
-        if isinstance(node, ast.Expression):
-            return ev(node.body)
-        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
-            return float(node.value)
-        if isinstance(node, ast.Name) and node.id == "n":
-            return float(n)
-        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-            return _BINOPS[type(node.op)](ev(node.left), ev(node.right))
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            return -ev(node.operand)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS \
-                and len(node.args) == 1 and not node.keywords:
-            return _FUNCS[node.func.id](ev(node.args[0]))
-        raise ValueError(_unsupported(node))
-
+        value = float(expression)
+        return DeltaFunction(lambda n: value, uses_n=False)
     try:
-        return float(ev(ast.parse(str(expression), mode="eval")))
+        tree = ast.parse(str(expression), mode="eval")
     except SyntaxError:
         raise ValueError(f"cannot read delta expression {expression!r}: use a number or an expression of n "
                          f"such as 1/n or 1/n**1.1") from None
+    uses_n = False
+
+    def build(node: ast.AST) -> Callable[[float], float]:
+        nonlocal uses_n
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+            value = float(node.value)
+            return lambda n: value
+        if isinstance(node, ast.Name) and node.id == "n":
+            uses_n = True
+            return float
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            op, left, right = _BINOPS[type(node.op)], build(node.left), build(node.right)
+            return lambda n: op(left(n), right(n))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            inner = build(node.operand)
+            return lambda n: -inner(n)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS \
+                and len(node.args) == 1 and not node.keywords:
+            func, arg = _FUNCS[node.func.id], build(node.args[0])
+            return lambda n: func(arg(n))
+        raise ValueError(f"delta expression {expression!r}: {_unsupported(node)}")
+
+    return DeltaFunction(build(tree.body), uses_n=uses_n)
+
+
+def evaluate_delta(expression: str | float, n: int) -> float:
+    """The value of a delta (a number or an expression of n, see compile_delta) at training size n;
+    a ValueError says why it has none there (division by zero, log of a negative number, ...)."""
+    function = compile_delta(expression)
+    at = f" at n = {n}" if function.uses_n else ""
+    try:
+        value = function.of(n)
     except ZeroDivisionError:
-        raise ValueError(f"delta expression {expression!r} divides by zero at n = {n}") from None
-    except (ValueError, OverflowError, TypeError) as exc:
-        raise ValueError(f"cannot evaluate delta expression {expression!r} at n = {n}: {exc}; use a number or an "
+        raise ValueError(f"delta expression {expression!r} divides by zero{at}") from None
+    except (ValueError, OverflowError, TypeError) as exc:  # log(-1), 10.0**1000, log of a complex number
+        raise ValueError(f"cannot evaluate delta expression {expression!r}{at}: {exc}; use a number or an "
                          f"expression of n such as 1/n or 1/n**1.1") from None
+    if isinstance(value, complex):  # a negative number to a fractional power
+        raise ValueError(f"delta expression {expression!r} is not a real number{at}")
+    return float(value)
 
 
 def _unsupported(node: ast.AST) -> str:

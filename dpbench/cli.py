@@ -22,7 +22,15 @@ from pathlib import Path
 
 import click
 
-from dpbench.bench import SUITES as BENCH_SUITES
+# One BLAS thread per process: cells are small and run in parallel, so threads inside a cell only
+# contend (measured 5-20x slowdowns), and the last bits of a BLAS sum depend on how many threads
+# split it, so with --jobs 1 (cells in this process) a multi-threaded BLAS gave other digits than
+# the workers. OpenBLAS reads this when numpy is first imported, which the import of
+# dpbench.bench below does: it must be set before. An explicit environment setting wins.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+from dpbench.bench import SUITES as BENCH_SUITES  # noqa: E402  (after the BLAS setting above)
 from dpbench.errors import DpbenchError
 
 RESULTS_HELP = "folder that holds results/<experiment>/"
@@ -73,9 +81,11 @@ class _Group(click.Group):
 
 
 class FiniteFloatRange(click.FloatRange):
-    """click.FloatRange that also refuses nan and inf (a usage error, exit 2, like other range errors)."""
+    """click.FloatRange that also refuses nan and inf (a usage error, exit 2, like other range errors).
 
-    name = "finite float range"
+    Shown as FLOAT in --help (its range in brackets), and `'abc' is not a valid float.`"""
+
+    name = "float"
 
     def convert(self, value, param, ctx):
         number = super().convert(value, param, ctx)
@@ -128,11 +138,6 @@ def main() -> None:
       dpbench list                                     # algorithms, datasets, models
       dpbench privacy calibrate --epsilon 1 --delta 1e-5 --sampling-rate 0.01 --steps 1000
     """
-    # One BLAS thread per process: cells are small and run in parallel, so threads inside a cell
-    # only contend (measured 5-20x slowdowns), and results stay bitwise equal for any --jobs.
-    # numpy is not imported yet at this point; an explicit environment setting wins.
-    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(var, "1")
 
 
 def _load_spec(spec: str, profile: str):

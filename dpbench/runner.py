@@ -158,9 +158,10 @@ def run(
     summary = RunSummary(total=len(unique), reused=len(unique) - len(todo), ran=0)
     if todo:
         with _backend(backend, jobs, scheduler) as options, warnings.catch_warnings():
-            # a failed store.put (disk full) ends the run with its own message; joblib's note on
-            # the results it then drops would only repeat it
-            warnings.filterwarnings("ignore", message=r".*tasks have been successfully executed", category=UserWarning)
+            # a failed store.put (disk full) ends the run with its own message; joblib's notes on
+            # the results it then drops and the tasks it cancels would only repeat it
+            warnings.filterwarnings("ignore", message=r".*tasks (have been successfully executed|which were still "
+                                                      r"being processed)", category=UserWarning)
             parallel = Parallel(return_as="generator_unordered", **options)
             results = parallel(delayed(_guarded)(work, cell, os.getpid()) for cell in todo)
             with tqdm(total=len(todo), desc=description, unit="cell", disable=not progress) as bar:

@@ -57,7 +57,7 @@ from typing import Any
 
 import yaml
 
-from dpbench.cells import Cell, digest, evaluate_delta
+from dpbench.cells import Cell, compile_delta, digest, evaluate_delta
 from dpbench.errors import DpbenchError, SpecError
 from dpbench.metrics import METRICS, SELECTION_METRICS
 
@@ -583,15 +583,20 @@ def _epsilons(value: Any, required: bool) -> tuple[float, ...]:
 
 
 def _delta(value: Any) -> str | float:
+    """A number in (0, 1), or an expression of n made only of what cells.compile_delta accepts.
+
+    An expression's value depends on the training size n of each dataset, known once the data
+    are loaded: pipeline.preflight checks it there, before any cell runs (a value probed at some
+    other n here would refuse expressions such as 1/(n-400) that are fine at the real n)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise SpecError(f"delta: must be a number in (0, 1) or an expression of n such as 1/n, got {value!r}")
-    for n in (100, 10**6):
-        try:
-            d = evaluate_delta(value, n)
-        except ValueError as exc:
-            raise SpecError(f"delta: {exc}") from None
-        if not 0 < d < 1:
-            raise SpecError(f"delta: must lie in (0, 1), got {d:g} at n={n}")
+    try:
+        if not compile_delta(value).uses_n:
+            d = evaluate_delta(value, 0)
+            if not 0 < d < 1:
+                raise SpecError(f"delta: must lie in (0, 1), got {d:g}")
+    except ValueError as exc:
+        raise SpecError(f"delta: {exc}") from None
     return float(value) if isinstance(value, (int, float)) else value
 
 

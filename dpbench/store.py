@@ -87,7 +87,8 @@ def record_problem(record: Any, key: str, required: Mapping[str, type] = Mapping
         missing = [f for f in required if f not in record]
         if missing:
             return f"an ok record without {', '.join(missing)}"
-        wrong = [f"{f} is not a {t.__name__}" for f, t in required.items() if not isinstance(record[f], t)]
+        wrong = [f"{f} is {type(record[f]).__name__}, expected {t.__name__}" for f, t in required.items()
+                 if not isinstance(record[f], t)]
         if wrong:
             return ", ".join(wrong)
     return None

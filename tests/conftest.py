@@ -1,11 +1,27 @@
-"""Shared fixtures: where the offline UCI files are, and tiny experiment specs."""
+"""Shared fixtures: where the offline UCI files are, and tiny experiment specs.
+
+The test process runs cells like `dpbench` does (dpbench/cli.py: `main`): one BLAS thread. The
+variables must be set before numpy loads OpenBLAS, which is why this comes first. Without it
+OpenBLAS spreads the small matrix products of the tests over every core and spends most of its
+time synchronising (measured: test_pidp, test_audit, test_models and friends 27 s -> 12 s on 2
+idle cores, far worse on a loaded machine). An explicit setting in the environment still wins.
+"""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
+import sys
 
-import pytest
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+if "numpy" in sys.modules:  # pragma: no cover - a plugin imported numpy before this file
+    import warnings
+
+    warnings.warn("numpy was imported before tests/conftest.py: BLAS keeps its default thread count", stacklevel=1)
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"

@@ -21,6 +21,28 @@ def test_non_finite_numbers_are_usage_errors(value):
     assert out.exit_code == 2 and "--delta" in out.output
 
 
+@pytest.mark.parametrize("args, option", [
+    (["privacy", "epsilon", "-z", "1", "-q", "nan", "-T", "10", "--delta", "1e-5"], "--sampling-rate"),
+    (["privacy", "calibrate", "--epsilon", "nan", "-q", "0.01", "-T", "10", "--delta", "1e-5"], "--epsilon"),
+    (["privacy", "calibrate", "--epsilon", "1", "-q", "0.01", "--epochs", "inf", "--delta", "1e-5"], "--epochs"),
+    (["privacy", "epsilon", "-z", "1", "--batch-size", "nan", "--n", "100", "-T", "10", "--delta", "1e-5"],
+     "--batch-size"),
+    (["audit", "--algorithm", "dpsgd", "--dataset", "breast_cancer", "--eps", "inf", "--trials", "8"], "--eps"),
+    (["audit", "--algorithm", "dpsgd", "--dataset", "breast_cancer", "--eps", "1", "--alpha", "nan", "--trials", "8"],
+     "--alpha"),
+])
+def test_every_float_option_of_privacy_and_audit_refuses_non_finite_values(args, option):
+    out = _run(args)
+    assert out.exit_code == 2 and "Traceback" not in out.output
+    assert f"Invalid value for '{option}'" in out.output and "is not a finite number" in out.output
+
+
+def test_a_float_option_names_its_type_plainly():
+    out = _run(["privacy", "epsilon", "-z", "abc", "-q", "0.01", "-T", "10", "--delta", "1e-5"])
+    assert out.exit_code == 2 and "'abc' is not a valid float." in out.output
+    assert "--delta FLOAT" in _run(["privacy", "epsilon", "--help"]).output
+
+
 def test_a_batch_larger_than_the_data_is_refused_not_clamped():
     out = _run(["privacy", "calibrate", "--epsilon", "1", "--delta", "1e-5", "--batch-size", "256", "--n", "100",
                 "--steps", "10"])

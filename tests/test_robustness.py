@@ -92,7 +92,7 @@ def test_record_problems_name_what_is_wrong():
     assert store.record_problem({"key": "k", "status": "error"}, "k") is None
     needs = {"metrics": dict}
     assert "without metrics" in store.record_problem({"key": "k", "status": "ok"}, "k", needs)
-    assert "metrics is not a dict" in store.record_problem({"key": "k", "status": "ok", "metrics": 1}, "k", needs)
+    assert "metrics is int, expected dict" in store.record_problem({"key": "k", "status": "ok", "metrics": 1}, "k", needs)
 
 
 def test_a_rerun_that_changes_nothing_touches_no_file(stored, data_dir):
@@ -274,3 +274,91 @@ def test_ctrl_c_is_one_line_keeps_what_was_stored_and_leaves_no_temporary_file(t
     stored = list(cells.glob("*.json"))
     assert len(stored) >= 3 and all(json.loads(p.read_text())["status"] == "ok" for p in stored)
     assert not list(results.rglob(".*.tmp"))
+
+
+def test_run_with_failed_cells_marks_what_it_draws_partial(tmp_path, tiny_spec, data_dir, monkeypatch):
+    real = pipeline.run_cell
+
+    def flaky(cell, context):
+        if cell.algorithm == "dpsgd" and cell.rep == 1 and cell.epsilon == 0.5:
+            raise RuntimeError("injected failure")
+        return real(cell, context=context)
+
+    monkeypatch.setattr(pipeline, "run_cell", flaky)
+    results = tmp_path / "results"
+    out = _run(["run", str(tiny_spec), "--results", str(results), "--data", str(data_dir), "--backend", "sequential",
+                "--no-progress"])
+    assert out.exit_code == 1, out.output
+    assert "2 cell(s) failed" in out.stderr and "RuntimeError: injected failure" in out.stderr  # lr 0.5 and 1.0
+    n = len(spec.load(tiny_spec).cells())
+    note = f"partial: {n - 2} of {n} cells"
+    folder = results / "tiny"
+    assert (folder / "curves.csv").read_text().splitlines()[1].endswith(note)
+    assert json.loads((folder / "manifest.json").read_text())["partial"] == note
+
+
+AUDIT_SPEC = """
+name: aud
+audits:
+  dataset: breast_cancer
+  rows: 100
+  trials: 20
+  epsilons: [1]
+  algorithms: [{name: dpsgd, label: DP-SGD, params: {epochs: 1}}]
+"""
+
+
+def test_audit_tables_are_the_same_bytes_from_two_fresh_runs(tmp_path, data_dir):
+    path = tmp_path / "aud.yaml"
+    path.write_text(AUDIT_SPEC)
+    tables = []
+    for name in ("a", "b"):
+        out = _run(["run", str(path), "--results", str(tmp_path / name), "--data", str(data_dir), "--backend",
+                    "sequential", "--no-progress"])
+        assert out.exit_code == 0, out.output
+        tables.append((tmp_path / name / "aud" / "audits.csv").read_bytes())
+    assert tables[0] == tables[1]
+    assert b"seconds" not in tables[0].splitlines()[0]  # times differ on every run: shown, not stored
+
+
+def test_a_damaged_audit_chunk_is_left_alone_by_plot_and_retrained_by_run(tmp_path, data_dir):
+    path = tmp_path / "aud.yaml"
+    path.write_text(AUDIT_SPEC)
+    results = tmp_path / "results"
+    args = ["--results", str(results)]
+    run = ["run", str(path), *args, "--data", str(data_dir), "--backend", "sequential", "--no-progress"]
+    assert _run(run).exit_code == 0
+    chunks = results / ".cache" / "audits" / "cells"
+    damaged = sorted(chunks.glob("*.json"))[0]
+    damaged.write_text('{"status": "ok"}')
+    before = {p: p.read_bytes() for p in results.rglob("*") if p.is_file()}
+    plot = _run(["plot", str(path), *args])
+    assert plot.exit_code == 2 and "1 damaged" in plot.stderr, plot.output
+    assert {p: p.read_bytes() for p in results.rglob("*") if p.is_file()} == before  # nothing moved or written
+
+    again = _run(run)
+    assert again.exit_code == 0, again.output
+    assert f"damaged audit chunk {damaged.name}" in again.stderr
+    assert (chunks / "quarantine" / f"{damaged.name}.0").read_text() == '{"status": "ok"}'
+    assert json.loads(damaged.read_text())["status"] == "ok"
+
+
+def test_the_cli_gives_numpy_one_blas_thread(tmp_path):
+    """OpenBLAS fixes its thread count when numpy is imported, and importing dpbench.cli imports
+    numpy: with more than one thread, cells run in the parent (--jobs 1) got other last digits."""
+    probe = """
+import ctypes, glob, os, sys
+import dpbench.cli, numpy
+libs = glob.glob(os.path.join(os.path.dirname(numpy.__file__), os.pardir, "numpy.libs", "*openblas*"))
+for lib in libs:
+    for name in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_", "openblas_get_num_threads"):
+        get = getattr(ctypes.CDLL(lib), name, None)
+        if get is not None:
+            print(get()); sys.exit(0)
+print("unknown")
+"""
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    if out.stdout.strip() == "unknown":
+        pytest.skip("numpy here is not linked against a bundled OpenBLAS whose thread count we can ask")
+    assert out.stdout.strip() == "1"

@@ -99,6 +99,47 @@ def test_delta_failing_at_a_datasets_size_stops_before_any_cell(tmp_path, data_d
         pipeline.preflight(exp, str(data_dir))
 
 
+def test_delta_is_judged_at_the_real_training_size_not_a_probe(tmp_path, data_dir):
+    private = BASE.replace("{name: nonprivate}", "{name: dpsgd}") + "epsilons: [1]\n"
+    fine = _load(tmp_path, private + "delta: 1/(n-400)\n")  # negative at n = 100, 1/9 at breast cancer's 409
+    assert pipeline.preflight(fine, str(data_dir)) == frozenset()
+    for expression, message in [("1/(n-500)", r"delta: '1/\(n-500\)' gives -0.010989 for dataset breast_cancer \(n = 409"),
+                                ("n", r"delta: 'n' gives 409 for dataset breast_cancer .* it must lie in \(0, 1\)")]:
+        with pytest.raises(SpecError, match=message):
+            pipeline.preflight(_load(tmp_path, private + f"delta: {expression}\n"), str(data_dir))
+
+
+@pytest.mark.parametrize("delta, message", [
+    ("4/2", r"^delta: must lie in \(0, 1\), got 2$"),
+    ("1/nn", r"^delta: delta expression '1/nn': unknown name 'nn' \(only n is allowed\)$"),
+    ("1/0", r"^delta: delta expression '1/0' divides by zero$"),
+    ("n.real", r"^delta: delta expression 'n.real': attribute is not allowed"),
+])
+def test_delta_mistakes_that_need_no_data_are_refused_at_load(tmp_path, delta, message):
+    with pytest.raises(SpecError, match=message):
+        _load(tmp_path, BASE + f"delta: {delta}\n")
+
+
+def test_delta_with_no_real_value_says_so():
+    with pytest.raises(ValueError, match=r"'\(n-500\)\*\*0.5' is not a real number at n = 409"):
+        evaluate_delta("(n-500)**0.5", 409)
+    with pytest.raises(ValueError, match=r"cannot evaluate delta expression 'log\(n-500\)' at n = 409: math domain"):
+        evaluate_delta("log(n-500)", 409)
+
+
+def test_audit_rows_beyond_the_data_stop_the_run_before_any_work(tmp_path, data_dir):
+    path = tmp_path / "a.yaml"
+    path.write_text("audits: {dataset: breast_cancer, rows: 100000, trials: 20, epsilons: [1], "
+                    "algorithms: [{name: dpsgd}]}\n")
+    with pytest.raises(SpecError, match=r"^audits\.rows: 100000 base rows asked for, but the training split of "
+                                        r"breast_cancer has 409"):
+        pipeline.preflight(spec.load(path), str(data_dir))
+    out = CliRunner().invoke(main, ["run", str(path), "--data", str(data_dir), "--results", str(tmp_path / "r"),
+                                    "--no-progress"])
+    assert out.exit_code == 2 and out.stderr.startswith("error: audits.rows: 100000 base rows")
+    assert not (tmp_path / "r" / ".cache" / "audits").exists()
+
+
 def test_grids_above_the_limit_need_allow_large(tmp_path, monkeypatch):
     exp = _load(tmp_path, BASE + "seeds: 7\n")
     assert exp.n_cells() == len(exp.cells()) == 7
