@@ -650,6 +650,10 @@ class AuditResult:
 
 
 def _run_phase(chunks, store, context, *, jobs, backend, scheduler, progress, force, description, train=True):
+    """(run summary, stored records) of one side's chunks. Training runs the chunks not stored
+    (damaged ones are moved aside by the store, named on stderr and trained again); with
+    `train=False` only usable stored chunks are read, nothing is moved, and an AuditError counts
+    the missing and damaged ones."""
     from dpbench import runner
 
     if not train:  # read what is stored, run nothing, move nothing (a damaged chunk counts as missing)

@@ -96,10 +96,14 @@ def _stderr(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def _report_quarantined(stores, notify) -> None:
+def _report_quarantined(stores, notify, limit: int = 10) -> None:
+    """One line per damaged record moved aside, the first `limit` of each store, then a count."""
     for store in stores:
-        for key, reason, target in store.quarantined:
+        for key, reason, target in store.quarantined[:limit]:
             notify(f"damaged cell record {key}.json ({reason}): moved to {target}, recomputing it")
+        if len(store.quarantined) > limit:
+            notify(f"... and {len(store.quarantined) - limit} more damaged cell records moved to "
+                   f"{store.cells_dir / 'quarantine'}, recomputing them")
         store.quarantined.clear()
 
 
@@ -217,7 +221,7 @@ class Inventory:
     skipped: tuple[str, ...] = ()  # optional datasets without a single stored cell
 
     def describe(self, limit: int = 5) -> str:
-        shown = "; ".join(f"{c.algorithm} {c.dataset_label or c.dataset} {c.model_label or c.model} "
+        shown = "; ".join(f"{c.key} {c.algorithm} {c.dataset_label or c.dataset} {c.model_label or c.model} "
                           f"eps={c.epsilon} rep={c.rep} ({why})" for c, why in self.missing[:limit])
         more = f"; and {len(self.missing) - limit} more" if len(self.missing) > limit else ""
         return f"{len(self.missing)} of {self.expected} cells have no usable result: {shown}{more}"

@@ -92,7 +92,8 @@ def test_record_problems_name_what_is_wrong():
     assert store.record_problem({"key": "k", "status": "error"}, "k") is None
     needs = {"metrics": dict}
     assert "without metrics" in store.record_problem({"key": "k", "status": "ok"}, "k", needs)
-    assert "metrics is int, expected dict" in store.record_problem({"key": "k", "status": "ok", "metrics": 1}, "k", needs)
+    wrong = store.record_problem({"key": "k", "status": "ok", "metrics": 1}, "k", needs)
+    assert wrong == "metrics is int, expected dict"
 
 
 def test_a_rerun_that_changes_nothing_touches_no_file(stored, data_dir):
@@ -362,3 +363,17 @@ print("unknown")
     if out.stdout.strip() == "unknown":
         pytest.skip("numpy here is not linked against a bundled OpenBLAS whose thread count we can ask")
     assert out.stdout.strip() == "1"
+
+
+def test_many_damaged_records_are_summed_up_after_the_first_ones(tmp_path):
+    cells = store.ResultStore(tmp_path)
+    cells.cells_dir.mkdir()
+    keys = [f"k{i:02d}" for i in range(13)]
+    for key in keys:
+        cells.path(key).write_text("")
+    assert all(cells.sweep(key) == "empty file" for key in keys)
+    lines: list[str] = []
+    pipeline._report_quarantined([cells], lines.append)
+    assert len(lines) == 11 and lines[-1].startswith("... and 3 more damaged cell records moved to")
+    assert sorted(p.name for p in (cells.cells_dir / "quarantine").iterdir()) == [f"{k}.json.0" for k in keys]
+    assert cells.quarantined == []
