@@ -57,7 +57,8 @@ class LinearLoss(Model):
 def test_strongly_convex_sensitivity_is_the_contracted_sum(G, n, mu, lr, T):
     direct = sum(2 * lr * G / n * (1 - lr * mu) ** s for s in range(T))
     assert output_gd_sensitivity(G, n, mu, lr, T) == pytest.approx(direct, rel=1e-12)
-    assert output_gd_sensitivity(G, n, mu, lr, T) <= 2 * G / (n * mu)
+    # the limit T -> inf; at T = 400 the sum equals it to the last bit, so allow float noise
+    assert output_gd_sensitivity(G, n, mu, lr, T) <= 2 * G / (n * mu) * (1 + 1e-12)
     assert output_gd_sensitivity(G, n, mu, lr, T) <= output_gd_sensitivity(G, n, 0.0, lr, T) * (1 + 1e-12)
 
 
