@@ -33,7 +33,6 @@ move by: anything beyond `same` is DRIFT.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -60,9 +59,9 @@ FLOAT_VARIANTS: dict[str, dict[str, str]] = {
 }
 
 
-def variant_environment(name: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The process environment `base` (default os.environ) with FLOAT_VARIANTS[name] applied."""
-    return {**(os.environ if base is None else base), **FLOAT_VARIANTS[name]}
+def variant_environment(name: str) -> dict[str, str]:
+    """This process's environment with FLOAT_VARIANTS[name] applied."""
+    return {**os.environ, **FLOAT_VARIANTS[name]}
 
 
 def seed_points(selected: dict[str, pd.DataFrame]) -> pd.DataFrame:

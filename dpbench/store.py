@@ -128,7 +128,9 @@ class ResultStore:
     def sweep(self, key: str) -> str | None:
         """Move a damaged record of `key` aside (cells/quarantine/<key>.json.<n>) and return why it
         was damaged; None when the record is absent or usable. Nothing is deleted."""
-        record, problem = self.read(key)
+        return self._sweep(key, self.read(key)[1])
+
+    def _sweep(self, key: str, problem: str | None) -> str | None:
         if problem is None:
             return None
         folder = self.cells_dir / "quarantine"
@@ -141,9 +143,9 @@ class ResultStore:
         return problem
 
     def is_finished(self, key: str) -> bool:
-        """A usable ok-record is stored for `key` (a damaged one is swept aside first)."""
-        self.sweep(key)
-        record = self.get(key)
+        """A usable ok-record is stored for `key` (a damaged one is swept aside; one read)."""
+        record, problem = self.read(key)
+        self._sweep(key, problem)
         return record is not None and record.get("status") == "ok"
 
     def put(self, record: dict[str, Any]) -> None:

@@ -120,15 +120,7 @@ def test_result_files_honour_the_umask(tmp_path):
 
 def test_plot_trains_no_audit(tmp_path, data_dir):
     path = tmp_path / "aud.yaml"
-    path.write_text("""
-name: aud
-audits:
-  dataset: breast_cancer
-  rows: 100
-  trials: 20
-  epsilons: [1]
-  algorithms: [{name: dpsgd, label: DP-SGD, params: {epochs: 1}}]
-""")
+    path.write_text(AUDIT_SPEC)
     results = tmp_path / "results"
     out = _run(["plot", str(path), "--results", str(results)])
     assert out.exit_code == 2 and "no stored audits for aud [full]" in out.stderr, out.output
