@@ -140,6 +140,10 @@ class Cell:
     seed: int
     # budget of the L* estimate for a non-convex model (restarts, maxiter of L-BFGS); ignored for convex
     optimum: tuple[tuple[str, int], ...] = (("maxiter", 500), ("restarts", 2))
+    # private selection (spec `tuning:`): the run's number in its random search (1..K; 0: a run that
+    # only accounts for a combination no search drew) and the selection settings; None otherwise
+    draw: int | None = None
+    tuning: tuple[tuple[str, Any], ...] | None = None
     # labels name the curves; they are not part of the key
     label: str = field(default="", compare=False)
     dataset_label: str = field(default="", compare=False)
@@ -150,7 +154,8 @@ class Cell:
         return {"schema": CELL_SCHEMA, "algorithm": self.algorithm, "params": dict(self.params),
                 "dataset": self.dataset, "dataset_options": dict(self.dataset_options), "model": self.model,
                 "model_options": dict(self.model_options), "epsilon": self.epsilon, "delta": self.delta,
-                "rep": self.rep, "seed": self.seed, "optimum": dict(self.optimum)}
+                "rep": self.rep, "seed": self.seed, "optimum": dict(self.optimum),
+                **({"draw": self.draw, "tuning": dict(self.tuning)} if self.tuning is not None else {})}
 
     @cached_property
     def key(self) -> str:
@@ -178,12 +183,22 @@ class Cell:
         """The fit's randomness: from (seed, repetition, algorithm, dataset, model, epsilon) only.
 
         Not from the hyperparameters or the rest of the key: every combination of a grid sees the
-        same random stream (common random numbers make validation selection less noisy), and
-        adding a hyperparameter default or a field to the cell does not re-draw every result.
+        same random stream (common random numbers make *comparisons* less noisy), and adding a
+        hyperparameter default or a field to the cell does not re-draw every result. Common noise
+        makes a selection among the combinations non-private at any epsilon (the noise cancels in
+        their differences), so the curves call such a selection what it is. A run of private
+        selection (`draw` set) gets its own stream from its draw number and hyperparameters too:
+        every candidate has fresh, independent noise, as the selection's proof requires.
         """
-        return np.random.default_rng(np.random.SeedSequence(seed_from(
-            "algorithm", self.seed, self.rep, self.algorithm, self.dataset, dict(self.dataset_options), self.model,
-            dict(self.model_options), self.epsilon)))
+        parts = [self.seed, self.rep, self.algorithm, self.dataset, dict(self.dataset_options), self.model,
+                 dict(self.model_options), self.epsilon]
+        if self.draw is not None:
+            parts += ["draw", self.draw, dict(self.params)]
+        return np.random.default_rng(np.random.SeedSequence(seed_from("algorithm", *parts)))
+
+    def score_rng(self) -> np.random.Generator:
+        """The noise of a private-selection run's score: independent of the fit's stream."""
+        return np.random.default_rng(np.random.SeedSequence(seed_from("score", self.key)))
 
 
 @dataclass(frozen=True)
@@ -377,6 +392,18 @@ def run_cell(cell: Cell, context: CellContext = CellContext()) -> dict:
     if info.convex_only and not model.convex and privacy.get("claim") != "none":
         privacy["claim"] = "none"
         privacy["claim_reason"] = f"{cell.algorithm}'s proof needs a convex loss; {cell.model} is not convex"
+    if delta is not None and privacy.get("claim") != "none" and delta >= 1.0 / dataset.n_train:
+        privacy["weak_delta"] = (f"delta = {delta:.3g} >= 1/n = {1.0 / dataset.n_train:.3g}: a mechanism that publishes "
+                                 f"one random record whole with probability delta per record meets it, so the "
+                                 f"guarantee means little; use delta <= 1/n**1.1 or a fixed 1e-5")
+    tuning = None
+    if cell.tuning is not None:
+        settings = dict(cell.tuning)
+        multiplier = settings["score_noise"] / float(cell.epsilon)  # the score's share of the budget ~ const
+        score, sensitivity = metrics.private_score(model, fit.theta, dataset, settings["score"], multiplier,
+                                                   settings["loss_bound"], cell.score_rng())
+        tuning = {**settings, "draw": cell.draw, "score_value": score, "score_sensitivity": sensitivity,
+                  "score_noise_multiplier": multiplier}
     return {
         "key": cell.key, **cell.labels(),
         "algorithm": cell.algorithm, "params": dict(cell.params),
@@ -389,6 +416,7 @@ def run_cell(cell: Cell, context: CellContext = CellContext()) -> dict:
         "population_lstar": population_lstar,
         "metrics": {k: _json_float(v) for k, v in metrics.evaluate(model, fit.theta, dataset).items()},
         "privacy": privacy, "trace": trace_metrics(fit.trace, model, dataset, lstar), "fit_seconds": fit_seconds,
+        **({"draw": cell.draw, "tuning": tuning} if tuning is not None else {}),
         "data_files": {f"{Path(f['path']).parent.name}/{Path(f['path']).name}": f["sha256"]
                        for f in dataset.provenance.get("files", [])},
     }

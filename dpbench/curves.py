@@ -4,9 +4,11 @@ Selection: where an algorithm lists several hyperparameter values, the combinati
 best mean validation score across seeds is chosen separately for every (algorithm, dataset,
 model, epsilon) and reported metric — the papers' "chosen by cross-validation": accuracy curves
 by validation accuracy, gap and loss curves by validation loss (metrics.DEFAULT_SELECTION), or
-what the spec's `selection` says. This tuning touches the private
-training data and is not accounted for (ALGORITHMS.md §1 caveat ii, §14.6): the curves table
-says which combination was chosen and from how many, so a reader can see it.
+what the spec's `selection` says. This tuning touches the private data and no epsilon covers it
+(ALGORITHMS.md §1 caveat ii, §14.6): such a curve's claim says "selection not private (k
+candidates)" (`curve_claim`) and the figures draw it apart. An algorithm with `tuning:` is
+selected privately instead (`_select_private`, Papernot-Steinke random stopping): its curves
+carry the end-to-end epsilon of tuning + training (`eps_end_to_end`) and are drawn at it.
 
 Optimality gap: L_ref(theta; D_train) - L*, with L* the solver's minimum for that data split and
 model, lowered to the best training loss of any trained model on that problem (so a non-convex
@@ -42,15 +44,24 @@ def runs_table(records: list[dict]) -> pd.DataFrame:
         row["params"] = json.dumps(r["params"], sort_keys=True)
         row.update(r["metrics"])
         row["dp_claim"] = privacy.get("claim")
+        row["weak_delta"] = bool(privacy.get("weak_delta"))
         row["eps_rdp"] = spent.get("rdp", np.nan)
         row["eps_pld"] = spent.get("pld", np.nan)
         row["noise_multiplier"] = privacy.get("noise_multiplier", np.nan)
         row["noise_free_fraction"] = privacy.get("noise_free_fraction", np.nan)  # PIDP-SGD: steps without noise
         row["privacy"] = json.dumps(privacy, sort_keys=True, default=str)
+        tuning = r.get("tuning")
+        row["draw"] = r.get("draw") if tuning is not None else np.nan
+        row["score"] = tuning["score_value"] if tuning is not None else np.nan
+        row["tuning"] = json.dumps({k: v for k, v in tuning.items() if k not in ("draw", "score_value")},
+                                   sort_keys=True) if tuning is not None else ""
         rows.append(row)
     df = pd.DataFrame(rows)
     if df.empty:
         return df
+    candidates = df.groupby(GROUP, dropna=False)["params"].transform("nunique")
+    df["selection"] = np.where(df["draw"].notna(), "private (PS22 random stopping)",
+                               np.where(candidates > 1, "on validation data, not private", "none (one setting)"))
     floor = df.groupby("problem")["train_loss"].transform("min")
     lstar = np.minimum(df["lstar"].to_numpy(), floor.to_numpy())
     df["optimality_gap"] = df["train_loss"] - lstar
@@ -107,17 +118,86 @@ def _tied_best(ranking: pd.DataFrame, keys: list[str]) -> str:
     return candidates.index[0]
 
 
+def curve_claim(claims: set[str], candidates: int, end_to_end: float | None = None,
+                private_selection: bool = False, weak_delta: bool = False) -> str:
+    """`_curve_claim` with "; weak delta (>= 1/n)" appended when a run's delta is at least 1/n
+    (cells.run_cell flags it in the ledger): such a delta allows publishing a record whole."""
+    claim = _curve_claim(claims, candidates, end_to_end, private_selection)
+    return claim + "; weak delta (>= 1/n)" if weak_delta and claim != "none" else claim
+
+
+def _curve_claim(claims: set[str], candidates: int, end_to_end: float | None, private_selection: bool) -> str:
+    """What a curve's guarantee covers, from its runs' ledger claims and how it was selected.
+
+    A single combination: the runs' claim ("valid", "paper-only", "none", joined by "/").
+    Validation selection among k > 1 combinations: "<claim> per run; selection not private (k
+    candidates)" -- the selected model also depends on the validation split, which no epsilon
+    covers (and the candidates share their noise, cells.Cell.algorithm_rng). Private selection:
+    "valid end to end (private selection, k candidates)" when every run is valid and the
+    selection's epsilon was computed (dpbench.privacy.tuning), else "<claim> per run; private
+    selection not accounted (k candidates)". A non-private baseline stays "none".
+    """
+    base = "/".join(sorted(claims)) or "none"
+    if base == "none":
+        return "none"
+    if private_selection:
+        if base == "valid" and end_to_end is not None:
+            return f"valid end to end (private selection, {_candidates(candidates)})"
+        return f"{base} per run; private selection not accounted ({_candidates(candidates)})"
+    if candidates > 1:
+        return f"{base} per run; selection not private ({_candidates(candidates)})"
+    return base
+
+
+def _candidates(k: int) -> str:
+    return f"{k} candidate" + ("s" if k != 1 else "")
+
+
+def _weak(group: pd.DataFrame) -> bool:
+    return bool("weak_delta" in group and group["weak_delta"].fillna(False).astype(bool).any())
+
+
+def _select_private(group: pd.DataFrame) -> pd.DataFrame:
+    """Private selection (spec `tuning`): per repetition, the run of its random search (draw >= 1)
+    with the best noisy score; ties by draw order. Accounting runs (draw 0) are never chosen. The
+    end-to-end epsilon covers every combination of the grid (one ledger per combination)."""
+    from dpbench.privacy.tuning import end_to_end_epsilon, run_count_distribution
+
+    settings = json.loads(group["tuning"].iloc[0])
+    sign = -1.0 if settings["score"] == "val_accuracy" else 1.0
+    runs_ = group[group["draw"] >= 1]
+    best = runs_.assign(_rank=sign * runs_["score"]).sort_values(["rep", "_rank", "draw"]).groupby("rep").head(1)
+    chosen = runs_.loc[best.index].copy()
+    ledgers = [json.loads(p) for p in group.drop_duplicates("params")["privacy"]]
+    eps = None
+    if group["params"].nunique() == settings["grid_size"] and group["delta"].nunique() == 1:
+        multiplier = float(group["tuning"].map(lambda t: json.loads(t)["score_noise_multiplier"]).min())
+        eps = end_to_end_epsilon(ledgers, run_count_distribution(settings["mean_runs"], settings["eta"]),
+                                 float(group["delta"].iloc[0]), multiplier)
+    chosen["selected_by"] = f"private {settings['score']} (PS22, E[K] = {settings['mean_runs']:g}, eta = {settings['eta']:g})"
+    chosen["candidates"] = int(settings["grid_size"])
+    chosen["eps_end_to_end"] = np.nan if eps is None else eps
+    chosen["curve_claim"] = curve_claim(set(group["dp_claim"].dropna()), int(settings["grid_size"]), eps, True,
+                                        _weak(group))
+    return chosen
+
+
 def select(runs: pd.DataFrame, selection: str = "val_accuracy") -> pd.DataFrame:
     """Keep, per (algorithm, dataset, model, epsilon), the rows of the best hyperparameters.
 
     Best = best mean validation score across seeds; ties (common for accuracy on small
     validation splits; within SELECTION_TIE_RTOL for losses) are broken by the lower mean
-    validation loss, then by parameter order.
+    validation loss, then by parameter order. Runs of private selection (`tuning`) are selected
+    by `_select_private` instead, the same for every metric. Each kept row says how it was
+    selected (`selected_by`, `candidates`) and what its curve's guarantee covers (`curve_claim`).
     """
     if runs.empty:
         return runs
     kept = []
     for _, group in runs.groupby(GROUP, dropna=False, sort=False):
+        if "draw" in group and group["draw"].notna().any():
+            kept.append(_select_private(group))
+            continue
         metric = _selection_metric(group, selection)
         if metric not in group or group[metric].isna().all():  # no validation split: nothing to select on
             if group["params"].nunique() > 1:
@@ -133,6 +213,9 @@ def select(runs: pd.DataFrame, selection: str = "val_accuracy") -> pd.DataFrame:
         chosen = group[group["params"] == best].copy()
         chosen["selected_by"] = metric
         chosen["candidates"] = group["params"].nunique()
+        chosen["eps_end_to_end"] = np.nan
+        claims = set(chosen["dp_claim"].dropna()) if "dp_claim" in chosen else set()
+        chosen["curve_claim"] = curve_claim(claims, int(chosen["candidates"].iloc[0]), weak_delta=_weak(chosen))
         kept.append(chosen)
     return pd.concat(kept, ignore_index=True)
 
@@ -158,7 +241,8 @@ def curves_table(selected: dict[str, pd.DataFrame]) -> pd.DataFrame:
                          "dataset": group["dataset"].iloc[0], "model": group["model"].iloc[0],
                          "params": group["params"].iloc[0], "selected_by": group["selected_by"].iloc[0],
                          "candidates": int(group["candidates"].iloc[0]),
-                         "dp_claim": "/".join(sorted(set(group["dp_claim"].dropna()))),
+                         "dp_claim": group["curve_claim"].iloc[0],
+                         "eps_end_to_end": group["eps_end_to_end"].max(),
                          "eps_rdp": group["eps_rdp"].max(), "eps_pld": group["eps_pld"].max(),
                          "noise_free_fraction": group["noise_free_fraction"].mean(),
                          "metric": metric, "mean": float(values.mean()), "std": std,
@@ -220,15 +304,14 @@ def trace_curves(selected: dict[str, pd.DataFrame], traces: pd.DataFrame) -> pd.
         values = traces[traces["metric"] == metric]
         if runs.empty or values.empty:
             continue
-        meta = runs[[*GROUP, "key", "algorithm", "dataset_panel", "model", "dp_claim"]]
+        meta = runs[[*GROUP, "key", "algorithm", "dataset_panel", "model", "curve_claim"]]
         joined = values.merge(meta, on="key")
         grouped = joined.groupby([*GROUP, "step"], dropna=False, sort=True)
         stats = grouped["value"].agg(["mean", "std", "count"]).reset_index()
         stats["std"] = stats["std"].fillna(0.0)
         stats["sem"] = stats["std"] / np.sqrt(stats["count"])
-        first = grouped[["algorithm", "dataset_panel", "model"]].first().reset_index(drop=True)
-        claims = grouped["dp_claim"].agg(lambda c: "/".join(sorted(set(c.dropna())))).reset_index(drop=True)
-        stats = pd.concat([stats, first, claims.rename("dp_claim")], axis=1)
+        first = grouped[["algorithm", "dataset_panel", "model", "curve_claim"]].first().reset_index(drop=True)
+        stats = pd.concat([stats, first.rename(columns={"curve_claim": "dp_claim"})], axis=1)
         stats["metric"] = metric
         parts.append(stats)
     if not parts:

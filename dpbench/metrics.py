@@ -79,3 +79,29 @@ def evaluate(model: Model, theta: np.ndarray, data: Dataset) -> dict[str, float]
     if data.w_star is not None and data.w_star.shape == theta.shape:
         out["estimation_error"] = float(np.linalg.norm(theta - data.w_star))
     return out
+
+
+def private_score(model: Model, theta: np.ndarray, data: Dataset, score: str, noise_multiplier: float,
+                  loss_bound: float, rng: np.random.Generator) -> tuple[float, float]:
+    """A validation score released with Gaussian noise for private selection (PS22 needs each
+    candidate's score to be covered by its own guarantee; dpbench.privacy.tuning accounts it).
+
+    val_accuracy: the mean of 0/1 correctness over the n_val validation rows, sensitivity 1/n_val
+    (a mean of values in [0, 1] moves by at most 1/n_val when one row is replaced, added or
+    removed). val_loss: the mean of per-row data losses clipped to [0, loss_bound], sensitivity
+    loss_bound/n_val. Returns (noisy score, sensitivity); the noise is N(0, (noise_multiplier x
+    sensitivity)^2).
+    """
+    n_val = data.X_val.shape[0]
+    if n_val == 0:
+        raise ValueError("private selection needs a validation split (val_fraction > 0)")
+    if score == "val_accuracy":
+        if model.task != "classification":
+            raise ValueError(f"score val_accuracy needs a classifier; {model.name} is a regression model")
+        value, sensitivity = accuracy(model, theta, data.X_val, data.y_val), 1.0 / n_val
+    elif score == "val_loss":
+        losses = np.clip(model.per_example_losses(theta, data.X_val, data.y_val), 0.0, loss_bound)
+        value, sensitivity = float(np.mean(losses)), loss_bound / n_val
+    else:
+        raise ValueError(f"unknown private score {score!r}")
+    return float(value + rng.normal(0.0, noise_multiplier * sensitivity)), sensitivity

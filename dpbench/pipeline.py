@@ -317,6 +317,8 @@ def render(exp: Experiment, *, results: str | Path = "results", summary: runner.
         table = traces if fig.kind in plots.TRACE_FIGURES else curves
         shown = table if fig.datasets is None else \
             table[table["dataset_label"].isin(fig.datasets) | table["dataset_panel"].isin(fig.datasets)]
+        shown = shown if fig.algorithms is None else shown[shown["label"].isin(fig.algorithms)]
+        shown = shown if fig.models is None else shown[shown["model_label"].isin(fig.models)]
         figures += draw(shown, fig.metric, folder / fig.name, title=_titled(fig.title, note), algorithm_order=order,
                         reference=fig.reference)
     audits = pd.DataFrame([r.row() for r in audit_list])

@@ -17,12 +17,16 @@ from dpbench.metrics import BOUNDS, METRICS  # noqa: E402
 from dpbench.store import atomic_write_bytes_via  # noqa: E402
 
 LOG_METRICS = {"optimality_gap", "estimation_error", "test_loss", "excess_population_risk"}
-# line style of a private algorithm's curve by the claim its cells carry (runs' ledger `claim`)
-CLAIM_STYLES = {"valid": "-", "paper-only": "-.", "none": ":"}
+# line style of a private algorithm's curve by what its guarantee covers (curves' `dp_claim`,
+# curves.curve_claim): (line style, marker filled?)
+CLAIM_STYLES = {"valid": ("-", True), "selected": ("-", False), "paper-only": ("-.", False), "none": (":", False)}
 BAND_NOTE = ("bands: ±1 std over seeds, kept inside the metric's range; on a log axis a value at or below 0 "
              "(e.g. a non-private gap) is drawn at the panel's floor")
-CLAIM_NOTE = ("solid: valid DP guarantee · dash-dot: epsilon claimed by the paper only (proof unsound) · "
-              "dotted: no valid DP claim for this model · dashed: non-private · " + BAND_NOTE)
+CLAIM_NOTE = ("solid, filled markers: valid DP guarantee for the curve as drawn (one hyperparameter setting, or "
+              "private selection drawn at its end-to-end ε) · solid, open markers: valid per run only: the "
+              "hyperparameters were selected without an ε that covers the selection, or δ ≥ 1/n · "
+              "dash-dot: ε claimed by the paper only (proof unsound) · dotted: no valid DP claim for this model · "
+              "dashed: non-private · " + BAND_NOTE)
 GAP_FLOOR = 1e-6  # log axes never go below this noise floor of L*, whatever the data (ALGORITHMS.md §0.2 rule 4)
 
 
@@ -44,12 +48,13 @@ def metric_over_epsilon(curves: pd.DataFrame, metric: str, stem: str | Path, tit
     datasets = list(dict.fromkeys(part["dataset_label"]))
     models = list(dict.fromkeys(part["model_label"]))
     labels = algorithm_order or list(dict.fromkeys(part["label"]))
+    labels = list(dict.fromkeys(lab for lab in labels if lab in set(part["label"])))  # drawn ones, once each
     colours = _colours(labels)
     width = max(4.2 * len(datasets), 7.5)
     fig, axes = plt.subplots(len(models), len(datasets), figsize=(width, 3.3 * len(models)),
                              squeeze=False, sharex=True)
-    eps_all = part["epsilon"].dropna()
-    xlim = (eps_all.min() / 1.3, eps_all.max() * 1.3) if not eps_all.empty else (0.01, 10)
+    eps_all = _x_epsilon(part[part["epsilon"].notna()])
+    xlim = (eps_all.min() / 1.3, eps_all.max() * 1.3) if eps_all.size else (0.01, 10)
     for r, model in enumerate(models):
         for c, dataset in enumerate(datasets):
             ax = axes[r][c]
@@ -57,6 +62,7 @@ def metric_over_epsilon(curves: pd.DataFrame, metric: str, stem: str | Path, tit
             floor = _log_floor(panel, metric)
             for label in labels:
                 line = panel[panel["label"] == label].sort_values("epsilon")
+                line = line.iloc[np.argsort(_x_epsilon(line), kind="stable")] if line["epsilon"].notna().any() else line
                 if line.empty:
                     continue
                 mean, lo, hi = _band(line, metric, floor)
@@ -65,9 +71,9 @@ def metric_over_epsilon(curves: pd.DataFrame, metric: str, stem: str | Path, tit
                     ax.axhline(mean[0], color=colour, linestyle="--", linewidth=1.5, label=label)
                     ax.axhspan(lo[0], hi[0], color=colour, alpha=0.12, linewidth=0)
                 else:
-                    eps = line["epsilon"].to_numpy(dtype=float)
-                    ax.plot(eps, mean, marker="o", markersize=3.5, color=colour, linewidth=1.5, label=label,
-                            linestyle=_claim_style(line))
+                    eps = _x_epsilon(line)
+                    ax.plot(eps, mean, markersize=3.5, color=colour, linewidth=1.5, label=label,
+                            **_claim_kwargs(line, "o", colour))
                     ax.fill_between(eps, lo, hi, color=colour, alpha=0.18, linewidth=0)
             ax.set_xscale("log")
             ax.set_xlim(*xlim)
@@ -127,8 +133,9 @@ def _finish(fig, axes, width: float, title: str, stem: str | Path, note: str = C
     fig.legend(handles, names, loc="lower center", ncol=ncol, frameon=False,
                bbox_to_anchor=(0.5, (0.25 * footer.count("\n") + 0.3) / height))
     if title:
+        title = textwrap.fill(title, width=int(width * 11))
         fig.suptitle(title, fontsize=11)
-    fig.tight_layout(rect=(0, bottom_in / height, 1, 1 - 0.35 / height if title else 1))
+    fig.tight_layout(rect=(0, bottom_in / height, 1, 1 - 0.35 * (title.count("\n") + 1) / height if title else 1))
     stem = Path(stem)
     paths = []
     for suffix in (".png", ".pdf"):
@@ -141,10 +148,41 @@ def _finish(fig, axes, width: float, title: str, stem: str | Path, note: str = C
     return paths
 
 
-def _claim_style(line: pd.DataFrame) -> str:
-    claims = set("/".join(line.get("dp_claim", pd.Series(["valid"])).fillna("")).split("/")) - {""}
-    return CLAIM_STYLES["none"] if "none" in claims else \
-        CLAIM_STYLES["paper-only"] if "paper-only" in claims else CLAIM_STYLES["valid"]
+def _x_epsilon(line: pd.DataFrame) -> np.ndarray:
+    """Where a private curve's points sit on the epsilon axis: the end-to-end epsilon of private
+    selection (tuning + training) where the curves table has one, else the per-run target."""
+    eps = line["epsilon"].to_numpy(dtype=float)
+    if "eps_end_to_end" in line:
+        total = line["eps_end_to_end"].to_numpy(dtype=float)
+        eps = np.where(np.isfinite(total), total, eps)
+    return eps
+
+
+def _claim_kwargs(line: pd.DataFrame, marker: str | None, colour) -> dict:
+    """Line style and markers of a private curve by `claim_kind`: markers are filled only for a
+    guarantee that covers the curve as drawn; a curve without markers of its own (over
+    iterations) gets sparse open ones when its selection is not private, so it still differs
+    from a valid one."""
+    style, filled = CLAIM_STYLES[claim_kind(line)]
+    if marker is None:
+        return {"linestyle": style} if filled or style != "-" else \
+            {"linestyle": style, "marker": "o", "markevery": 0.1, "markerfacecolor": "white"}
+    return {"linestyle": style, "marker": marker, "markerfacecolor": colour if filled else "white"}
+
+
+def claim_kind(line: pd.DataFrame) -> str:
+    """The CLAIM_STYLES key of a curve from its `dp_claim` strings (curves.curve_claim): the weakest
+    claim of its points wins; "selected" is valid per run only (selection not private, private
+    selection not accounted, or a weak delta)."""
+    claims = set(line.get("dp_claim", pd.Series(["valid"])).fillna(""))
+    parts = set("/".join(c.split(" ")[0] for c in claims).split("/")) - {""}
+    if "none" in parts:
+        return "none"
+    if "paper-only" in parts:
+        return "paper-only"
+    if any("per run" in c or "weak delta" in c for c in claims):
+        return "selected"
+    return "valid"
 
 
 def dpsco_rate(n: np.ndarray, d: float, epsilon: float, delta: np.ndarray) -> np.ndarray:
@@ -199,10 +237,9 @@ def _metric_over_size(curves: pd.DataFrame, metric: str, stem: str | Path, x: st
                 xs = line[x].to_numpy(dtype=float)
                 mean, lo, hi = _band(line, metric, floor)
                 private = not pd.isna(eps)
-                ax.plot(xs, mean, color=colours[label], linewidth=1.5,
-                        linestyle=_claim_style(line) if private else "--",
-                        marker=markers.get(eps, "o") if private else None, markersize=4,
-                        label=f"{label}, ε = {eps:g}" if private else label)
+                style = _claim_kwargs(line, markers.get(eps, "o"), colours[label]) if private else {"linestyle": "--"}
+                ax.plot(xs, mean, color=colours[label], linewidth=1.5, markersize=4,
+                        label=f"{label}, ε = {eps:g}" if private else label, **style)
                 ax.fill_between(xs, lo, hi, color=colours[label], alpha=0.15, linewidth=0)
         if reference == "dpsco_rate":
             _draw_dpsco_rate(ax, panel, eps_values, markers)
@@ -270,8 +307,8 @@ def metric_over_iterations(traces: pd.DataFrame, metric: str, stem: str | Path, 
                 line = line.sort_values("step")
                 steps = line["step"].to_numpy(dtype=float)
                 mean, lo, hi = _band(line, metric, floor)
-                ax.plot(steps, mean, color=colours[label], linewidth=1.5, label=label,
-                        linestyle=_claim_style(line) if private else "--")
+                style = _claim_kwargs(line, None, colours[label]) if private else {"linestyle": "--"}
+                ax.plot(steps, mean, color=colours[label], linewidth=1.5, label=label, markersize=3.5, **style)
                 ax.fill_between(steps, lo, hi, color=colours[label], alpha=0.15, linewidth=0)
             if metric in LOG_METRICS:
                 ax.set_yscale("log")

@@ -19,6 +19,15 @@ Schema (every key but datasets/models/algorithms/epsilons is optional; with `aud
       - name: dpsgd                  #   per (algorithm, dataset, model, epsilon) on validation
         params: {lr: [0.1, 1.0], epochs: 2}
         models: [logreg]             # optional: only these model (or dataset) labels
+        epsilons: [0.1, 1]           # optional: this entry's budgets instead of the experiment's
+        tuning: {mean_runs: 10}      # optional: PRIVATE selection instead (Papernot-Steinke random
+                                     #   stopping: K ~ truncated negative binomial runs, each a random
+                                     #   combination with its own noise, the best by a noisy validation
+                                     #   score); keys mean_runs (E[K]), eta (0), score (val_accuracy or
+                                     #   val_loss), score_noise (10: the score's noise multiplier is
+                                     #   score_noise/epsilon), loss_bound
+                                     #   (1, per-row clip of a val_loss score). Its curve is drawn at
+                                     #   the end-to-end epsilon of tuning + training.
     epsilons: [0.1, 1]               # targets for private algorithms (> 0)
     delta: 1/n                       # a number in (0,1) or an expression of n (training size)
     metrics: [accuracy, optimality_gap]
@@ -27,6 +36,7 @@ Schema (every key but datasets/models/algorithms/epsilons is optional; with `aud
     figures:                         # default: one metric-over-epsilon figure per metric
       - {name: accuracy, kind: metric_over_epsilon, metric: accuracy, title: ...}
       - {name: small, metric: accuracy, datasets: [iris]}   # only these dataset labels/panels
+      - {name: dpsgd, metric: accuracy, algorithms: [DP-SGD], models: [logreg]}  # only these algorithm/model labels
       - {name: rate, kind: metric_over_n, metric: excess_population_risk, reference: dpsco_rate}
       - {name: over-d, kind: metric_over_d, metric: estimation_error}        # a dataset swept over d
       - {name: iters, kind: metric_over_iterations, metric: estimation_error}  # needs trace_every
@@ -50,14 +60,16 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
-from dpbench.cells import Cell, compile_delta, digest, evaluate_delta
+from dpbench.cells import Cell, compile_delta, digest, evaluate_delta, seed_from
 from dpbench.errors import DpbenchError, SpecError
 from dpbench.metrics import METRICS, SELECTION_METRICS
 
@@ -96,6 +108,8 @@ class AlgorithmSpec:
     private: bool
     models: tuple[str, ...] | None = None  # restrict to these model labels (None: all)
     datasets: tuple[str, ...] | None = None  # restrict to these dataset labels (None: all)
+    tuning: tuple[tuple[str, Any], ...] | None = None  # private selection settings (`_tuning`), None: validation
+    epsilons: tuple[float, ...] | None = None  # this entry's budgets (None: the experiment's `epsilons`)
 
     def applies_to(self, dataset: Component, model: Component) -> bool:
         return (self.models is None or model.label in self.models) and \
@@ -110,6 +124,8 @@ class FigureSpec:
     title: str
     reference: str | None = None  # a reference line (REFERENCES), e.g. the DP-SCO rate
     datasets: tuple[str, ...] | None = None  # only these dataset labels / panels (None: all)
+    algorithms: tuple[str, ...] | None = None  # only these algorithm labels (None: all)
+    models: tuple[str, ...] | None = None  # only these model labels (None: all)
 
 
 @dataclass(frozen=True)
@@ -137,32 +153,118 @@ class Experiment:
     def spec_hash(self) -> str:
         return digest(self.resolved)
 
+    def budgets(self, algo: AlgorithmSpec) -> tuple[float, ...]:
+        """The epsilons a private algorithm entry runs at: its own `epsilons`, else the experiment's."""
+        return algo.epsilons if algo.epsilons is not None else self.epsilons
+
     def n_cells(self, skip_datasets: frozenset[str] = frozenset()) -> int:
-        """len(self.cells(skip_datasets)), counted without building the grid."""
-        return sum(len(algo.grid) * (len(self.epsilons) if algo.private else 1) * len(self.seeds)
-                   for algo, ds, model in itertools.product(self.algorithms, self.datasets, self.models)
-                   if ds.label not in skip_datasets and algo.applies_to(ds, model))
+        """len(self.cells(skip_datasets)), counted without building the grid (a random search's
+        runs are counted by drawing them)."""
+        total = 0
+        for algo, ds, model in itertools.product(self.algorithms, self.datasets, self.models):
+            if ds.label in skip_datasets or not algo.applies_to(ds, model):
+                continue
+            if algo.tuning is None:
+                total += len(algo.grid) * (len(self.budgets(algo)) if algo.private else 1) * len(self.seeds)
+                continue
+            for eps in self.budgets(algo):
+                picks = [tuning_draws(algo, ds, model, eps, self.seed, rep) for rep in self.seeds]
+                total += sum(map(len, picks)) + len(set(range(len(algo.grid))) - set().union(*picks))
+        return total
 
     def cells(self, skip_datasets: frozenset[str] = frozenset()) -> list[Cell]:
         """The grid: algorithms x hyperparameter combinations x datasets x models x epsilons x seeds.
 
-        `skip_datasets`: labels of optional datasets whose files are absent (pipeline.preflight).
+        An algorithm with `tuning` (private selection) has, per (dataset, model, epsilon, seed), the
+        runs of its random search instead (`tuning_draws`: draw j = 1..K of a combination), plus one
+        accounting run (draw 0, first seed) of every combination no search drew, so that the
+        selection's guarantee can cover the whole grid. `skip_datasets`: labels of optional datasets
+        whose files are absent (pipeline.preflight).
         """
         out: list[Cell] = []
-        for algo, ds, model, rep in itertools.product(self.algorithms, self.datasets, self.models, self.seeds):
+        for algo, ds, model in itertools.product(self.algorithms, self.datasets, self.models):
             if ds.label in skip_datasets or not algo.applies_to(ds, model):
                 continue
-            for params in algo.grid:
-                for eps in (self.epsilons if algo.private else (None,)):
-                    out.append(Cell(algorithm=algo.name, params=params, dataset=ds.name, dataset_options=ds.options,
-                                    model=model.name, model_options=model.options, epsilon=eps, delta=self.delta,
-                                    rep=rep, seed=self.seed, optimum=self.optimum, label=algo.label,
-                                    dataset_label=ds.label, model_label=model.label,
-                                    dataset_panel=ds.panel or ds.label))
+
+            def cell(params, eps, rep, draw=None):
+                return Cell(algorithm=algo.name, params=params, dataset=ds.name, dataset_options=ds.options,
+                            model=model.name, model_options=model.options, epsilon=eps, delta=self.delta,
+                            rep=rep, seed=self.seed, optimum=self.optimum, label=algo.label,
+                            dataset_label=ds.label, model_label=model.label, dataset_panel=ds.panel or ds.label,
+                            draw=draw, tuning=algo.tuning)
+
+            for rep in self.seeds:
+                if algo.tuning is None:
+                    out.extend(cell(params, eps, rep) for params in algo.grid
+                               for eps in (self.budgets(algo) if algo.private else (None,)))
+            if algo.tuning is None:
+                continue
+            for eps in self.budgets(algo):
+                drawn: set[int] = set()
+                for rep in self.seeds:
+                    picks = tuning_draws(algo, ds, model, eps, self.seed, rep)
+                    drawn.update(picks)
+                    out.extend(cell(algo.grid[i], eps, rep, draw=j) for j, i in enumerate(picks, 1))
+                out.extend(cell(algo.grid[i], eps, self.seeds[0], draw=0)
+                           for i in range(len(algo.grid)) if i not in drawn)
         return out
 
 
 # ---- loading ---------------------------------------------------------------------------------
+#: the settings of an algorithm's `tuning:` mapping and their defaults (PS22 random stopping)
+TUNING_DEFAULTS: dict[str, Any] = {"mean_runs": 10.0, "eta": 0.0, "score": "val_accuracy", "score_noise": 10.0,
+                                   "loss_bound": 1.0}
+TUNING_SCORES = ("val_accuracy", "val_loss")
+
+
+def tuning_draws(algo: AlgorithmSpec, ds: Component, model: Component, eps: float, seed: int, rep: int) -> list[int]:
+    """The grid indices of one random search of private selection, in run order: K ~ D_{eta,gamma}
+    (dpbench.privacy.tuning) runs, each a combination drawn uniformly. Data-independent: a hash of
+    (experiment seed, repetition, algorithm, grid, dataset, model, epsilon, settings)."""
+    from dpbench.privacy.tuning import run_count_distribution
+
+    settings = dict(algo.tuning or ())
+    runs = run_count_distribution(settings["mean_runs"], settings["eta"])
+    rng = np.random.default_rng(np.random.SeedSequence(seed_from(
+        "tuning", seed, rep, algo.name, [dict(p) for p in algo.grid], ds.name, dict(ds.options), model.name,
+        dict(model.options), eps, settings)))
+    k = runs.sample(rng)
+    return [int(i) for i in rng.integers(0, len(algo.grid), size=k)]
+
+
+def _tuning(value: Any, path: str, private: bool, grid_size: int) -> tuple[tuple[str, Any], ...] | None:
+    """An algorithm's `tuning:` mapping checked, defaults filled in, plus the grid size."""
+    if value is None:
+        return None
+    if not private:
+        raise SpecError(f"{path}: private selection needs a private algorithm; a non-private baseline is "
+                        f"selected on validation data (remove `tuning`)")
+    if not isinstance(value, dict):
+        raise SpecError(f"{path}: must be a mapping such as {{mean_runs: 10, eta: 0, score: val_accuracy, "
+                        f"score_noise: 10}}")
+    unknown = sorted(set(value) - set(TUNING_DEFAULTS))
+    if unknown:
+        raise SpecError(f"{path}.{unknown[0]}: unknown key; allowed: {', '.join(TUNING_DEFAULTS)}")
+    settings = {**TUNING_DEFAULTS, **value}
+    for key in ("mean_runs", "eta", "score_noise", "loss_bound"):
+        number = settings[key]
+        if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number):
+            raise SpecError(f"{path}.{key}: must be a number, got {number!r}")
+        settings[key] = float(number)
+    if not settings["mean_runs"] > 1:
+        raise SpecError(f"{path}.mean_runs: must be > 1 (the expected number of runs; K >= 1), got {settings['mean_runs']:g}")
+    if settings["mean_runs"] > 1000:
+        raise SpecError(f"{path}.mean_runs: must be <= 1000, got {settings['mean_runs']:g}")
+    if not settings["eta"] >= 0:
+        raise SpecError(f"{path}.eta: must be >= 0 (0: logarithmic, 1: geometric number of runs), got {settings['eta']:g}")
+    for key in ("score_noise", "loss_bound"):
+        if not settings[key] > 0:
+            raise SpecError(f"{path}.{key}: must be > 0, got {settings[key]:g}")
+    if settings["score"] not in TUNING_SCORES:
+        raise SpecError(f"{path}.score: must be one of {', '.join(TUNING_SCORES)}, got {settings['score']!r}")
+    return tuple(sorted({**settings, "grid_size": grid_size}.items()))
+
+
 def check_size(exps: list[Experiment], allow_large: bool) -> int:
     """The number of cells of these experiments; SpecError above MAX_CELLS unless allow_large."""
     total = sum(exp.n_cells() for exp in exps)
@@ -279,12 +381,12 @@ def from_dict(raw: Any, *, name: str = "experiment", profile: str = DEFAULT_PROF
     datasets = _components(spec["datasets"], "datasets", _dataset_check, sweepable=True) if grid else ()
     models = _components(spec["models"], "models", _model_check) if grid else ()
     algorithms = _algorithms(spec["algorithms"], datasets, models) if grid else ()
-    any_private = any(a.private for a in algorithms)
+    any_private = any(a.private and a.epsilons is None for a in algorithms)
     epsilons = _epsilons(spec.get("epsilons"), required=any_private)
     delta = _delta(spec.get("delta", "1/n"))
     metrics = _metrics(spec.get("metrics", ["accuracy", "optimality_gap"]))
     selection = _selection(spec.get("selection"), metrics)
-    figures = _figures(spec.get("figures"), metrics, datasets)
+    figures = _figures(spec.get("figures"), metrics, datasets, algorithms, models)
     if grid:
         _check_producible(spec.get("metrics"), metrics, figures, datasets, models, algorithms)
     seed = _int(spec.get("seed", 0), "seed", minimum=0)
@@ -453,7 +555,7 @@ def _algorithms(value: Any, datasets: tuple[Component, ...] = (), models: tuple[
     out: list[AlgorithmSpec] = []
     for i, item in enumerate(value):
         path = f"algorithms[{i}]"
-        entry = _entry(item, path, ("name", "params", "label", "models", "datasets"))
+        entry = _entry(item, path, ("name", "params", "label", "models", "datasets", "tuning", "epsilons"))
         name = entry["name"]
         if name not in algorithms.REGISTRY:
             raise SpecError(f"{path}.name: unknown algorithm {name!r}; choose one of "
@@ -463,7 +565,9 @@ def _algorithms(value: Any, datasets: tuple[Component, ...] = (), models: tuple[
         grid = tuple(tuple(combo) for combo in itertools.product(*axes))
         out.append(AlgorithmSpec(name=name, label=str(entry.get("label") or name), grid=grid, private=info.private,
                                  models=_restriction(entry.get("models"), f"{path}.models", models),
-                                 datasets=_restriction(entry.get("datasets"), f"{path}.datasets", datasets)))
+                                 datasets=_restriction(entry.get("datasets"), f"{path}.datasets", datasets),
+                                 tuning=_tuning(entry.get("tuning"), f"{path}.tuning", info.private, len(grid)),
+                                 epsilons=_entry_epsilons(entry.get("epsilons"), f"{path}.epsilons", info.private)))
     seen: dict[tuple[str, str, str], int] = {}
     for i, algo in enumerate(out):  # a label may repeat only where the entries cover disjoint panels
         for ds, model in itertools.product(datasets, models):
@@ -563,23 +667,32 @@ def _audits(value: Any, seed: int) -> tuple:
     return tuple(out)
 
 
-def _epsilons(value: Any, required: bool) -> tuple[float, ...]:
+def _epsilons(value: Any, required: bool, path: str = "epsilons") -> tuple[float, ...]:
     if value is None:
         if required:
-            raise SpecError("epsilons: missing; list the privacy budgets, e.g. [0.1, 0.5, 1, 2]")
+            raise SpecError(f"{path}: missing; list the privacy budgets, e.g. [0.1, 0.5, 1, 2]")
         return ()
     if not isinstance(value, list) or not value:
-        raise SpecError(f"epsilons: must be a non-empty list of numbers > 0, got {value!r}")
+        raise SpecError(f"{path}: must be a non-empty list of numbers > 0, got {value!r}")
     out = []
     for i, v in enumerate(value):
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise SpecError(f"epsilons[{i}]: must be a number > 0, got {v!r}")
+            raise SpecError(f"{path}[{i}]: must be a number > 0, got {v!r}")
         if not v > 0 or v != v or v == float("inf"):
-            raise SpecError(f"epsilons[{i}]: must be > 0 and finite, got {v}")
+            raise SpecError(f"{path}[{i}]: must be > 0 and finite, got {v}")
         out.append(float(v))
     if len(set(out)) != len(out):
-        raise SpecError("epsilons: repeated values")
+        raise SpecError(f"{path}: repeated values")
     return tuple(sorted(out))
+
+
+def _entry_epsilons(value: Any, path: str, private: bool) -> tuple[float, ...] | None:
+    """An algorithm entry's own `epsilons` (None: the experiment's)."""
+    if value is None:
+        return None
+    if not private:
+        raise SpecError(f"{path}: a non-private algorithm runs once, without epsilon; remove `epsilons`")
+    return _epsilons(value, True, path)
 
 
 def _delta(value: Any) -> str | float:
@@ -676,6 +789,12 @@ def _check_producible(raw_metrics: Any, metrics: tuple[str, ...], figures: tuple
         if reason:
             raise SpecError(f"{where}[{i}]: {reason}, and no other dataset/model of this experiment can give it; "
                             f"drop it or add a dataset and model that can")
+    for i, algo in enumerate(algorithms):
+        if algo.tuning is not None and dict(algo.tuning)["score"] == "val_accuracy":
+            for ds, model in sorted(pairs, key=lambda p: (p[0].label, p[1].label)):
+                if algo.applies_to(ds, model) and models_mod.MODELS[model.name].task != "classification":
+                    raise SpecError(f"algorithms[{i}].tuning.score: val_accuracy needs a classifier, but {model.label} "
+                                    f"is a regression model; use score: val_loss (with loss_bound)")
     traced = any(dict(params).get("trace_every") for algo in algorithms for params in algo.grid)
     swept = _swept(datasets)
     for i, fig in enumerate(figures):
@@ -693,7 +812,8 @@ def _check_producible(raw_metrics: Any, metrics: tuple[str, ...], figures: tuple
                             f"datasets has `sweep: {{{need}: [...]}}`")
 
 
-def _figures(value: Any, metrics: tuple[str, ...], datasets: tuple[Component, ...] = ()) -> tuple[FigureSpec, ...]:
+def _figures(value: Any, metrics: tuple[str, ...], datasets: tuple[Component, ...] = (),
+             algorithms: tuple[AlgorithmSpec, ...] = (), models: tuple[Component, ...] = ()) -> tuple[FigureSpec, ...]:
     if value is None:
         return tuple(FigureSpec(name=m, kind="metric_over_epsilon", metric=m, title="") for m in metrics)
     if not isinstance(value, list):
@@ -704,8 +824,9 @@ def _figures(value: Any, metrics: tuple[str, ...], datasets: tuple[Component, ..
         if not isinstance(item, dict):
             raise SpecError(f"{path}: must be a mapping with name, kind, metric and optional title")
         for key in item:
-            if key not in ("name", "kind", "metric", "title", "reference", "datasets"):
-                raise SpecError(f"{path}.{key}: unknown key; allowed: name, kind, metric, title, reference, datasets")
+            if key not in ("name", "kind", "metric", "title", "reference", "datasets", "algorithms", "models"):
+                raise SpecError(f"{path}.{key}: unknown key; allowed: name, kind, metric, title, reference, datasets, "
+                                f"algorithms, models")
         reference = item.get("reference")
         if reference is not None and reference not in REFERENCES:
             raise SpecError(f"{path}.reference: unknown reference line {reference!r}; choose one of {', '.join(REFERENCES)}")
@@ -722,5 +843,8 @@ def _figures(value: Any, metrics: tuple[str, ...], datasets: tuple[Component, ..
             raise SpecError(f"{path}.name: must be a file stem such as fig1-accuracy, got {name!r}")
         out.append(FigureSpec(name=name, kind=kind, metric=metric, title=str(item.get("title", "")),
                               reference=reference,
-                              datasets=_restriction(item.get("datasets"), f"{path}.datasets", datasets)))
+                              datasets=_restriction(item.get("datasets"), f"{path}.datasets", datasets),
+                              algorithms=_restriction(item.get("algorithms"), f"{path}.algorithms",
+                                                      tuple(Component(a.name, (), a.label) for a in algorithms)),
+                              models=_restriction(item.get("models"), f"{path}.models", models)))
     return tuple(out)

@@ -245,3 +245,61 @@ def test_accuracy_improves_with_epsilon():
     for kw in ({}, {"variant": "strongly_convex", "l2": 0.01, "epochs": 2}):
         hi, lo = acc(8.0, **kw), acc(0.05, **kw)
         assert hi > 0.85 and hi > lo + 0.1, (kw, hi, lo)
+
+
+# ---- rows outside the unit ball: projected inside the mechanism ------------------------------
+def by_hand(X):
+    return X / np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
+
+
+@pytest.mark.parametrize("variant,l2,compiled", [("convex", 0.0, True), ("strongly_convex", 0.05, True),
+                                                 ("strongly_convex_constant", 0.05, False)])
+def test_rows_outside_the_ball_are_projected_and_the_output_is_the_fit_on_projected_rows(variant, l2, compiled,
+                                                                                         monkeypatch):
+    monkeypatch.setattr(bolt_on.kernels, "jit_enabled", lambda: compiled)  # both core paths
+    X, y = unit_rows(400, 5, seed=7)
+    X = 0.9 * X
+    X[[3, 50, 77, 200]] *= 500.0 / 0.9  # ||x|| = 500: G = 1, beta_s = 1/4 do not hold for these rows
+    model = models.make("logreg", 5, l2=1e-3)
+    target = PrivacyTarget(1.0, 1e-5)
+    kw = dict(variant=variant, l2=l2, epochs=2, batch_size=10)
+    fit = fit_bolt_on(Problem(model, X, y), target, np.random.default_rng(5), **kw)
+    led = fit.privacy
+    assert led["rows_projected"] == 4 and led["row_norm_bound"] == 1.0 and led["claim"] == "valid"
+    hand = fit_bolt_on(Problem(model, by_hand(X), y), target, np.random.default_rng(5), **kw)
+    np.testing.assert_allclose(fit.theta, hand.theta, rtol=1e-10, atol=1e-12)
+    assert hand.privacy["sensitivity"] == led["sensitivity"] and hand.privacy["noise_std"] == led["noise_std"]
+    # the projection matters: the same permutation on the raw rows gives a different theta_T
+    rng = np.random.default_rng(5)
+    theta0, perm = model.init(rng), rng.permutation(400)
+    plan = plan_bolt_on(model, 400, **kw)
+    raw, projected = (bolt_on_core(model, X_, y, perm, plan, theta0) for X_ in (X, by_hand(X)))
+    assert np.linalg.norm(raw - projected) > 1e-4  # far beyond the tolerance above
+
+
+def test_a_replaced_row_of_norm_500_moves_theta_by_at_most_the_ledgers_sensitivity():
+    """Neighbours D, D' (the last row of the last batch replaced by a misclassified row of norm 500):
+    with the same seed (same permutation and noise) the two releases differ by the difference of
+    the noise-free thetas, which is within Delta; the raw rows would not be."""
+    n, d, seed = 200, 5, 2
+    X, y = unit_rows(n, d, seed=3)
+    X = 0.9 * X
+    model = models.make("logreg", d, l2=1e-3)
+    target = PrivacyTarget(1.0, 1e-5)
+    kw = dict(variant="convex", l2=0.0, epochs=2, batch_size=10, lipschitz_bound="data")
+    plan = plan_bolt_on(model, n, **kw)
+    rng = np.random.default_rng(seed)
+    theta0, perm = model.init(rng), rng.permutation(n)
+    base = bolt_on_core(model, X, y, perm, plan, theta0)
+    i = perm[plan.batch_size * plan.batches_per_pass - 1]
+    X2, y2 = X.copy(), y.copy()
+    X2[i], y2[i] = -500.0 * base / np.linalg.norm(base), 1.0
+    fit, fit2 = (fit_bolt_on(Problem(model, X_, y_), target, np.random.default_rng(seed), **kw)
+                 for X_, y_ in ((X, y), (X2, y2)))
+    sens = fit.privacy["sensitivity"]
+    assert fit2.privacy["sensitivity"] == sens and fit2.privacy["noise_std"] == fit.privacy["noise_std"]
+    assert fit.privacy["rows_projected"] == 0 and fit2.privacy["rows_projected"] == 1
+    gap = float(np.linalg.norm(fit.theta - fit2.theta))  # the same noise draw cancels
+    assert 0 < gap <= sens
+    raw_gap = float(np.linalg.norm(base - bolt_on_core(model, X2, y2, perm, plan, theta0)))
+    assert raw_gap > sens, (raw_gap, sens)

@@ -265,3 +265,35 @@ def test_registered_defaults_match_the_fit_signature(name):
     assert {k: sig.parameters[k].default for k in info.defaults()} == info.defaults()
     for hp in info.params:
         assert hp.check(hp.default) == hp.default
+
+
+# ---- unbounded rows: the step's sensitivity is the clipping norm's, whatever the data --------
+def _neighbours_with_a_huge_row():
+    problem = logistic_problem(n=200, d=5, seed=3)
+    X2 = problem.X.copy()
+    # ||x|| = 500 on the wrong side of theta = 0.3 (margin -335): its logistic gradient has norm ~500, not <= G = 1
+    X2[7] = -problem.y[7] * 500.0 * np.ones(5) / np.sqrt(5)
+    return problem, Problem(model=problem.model, X=X2, y=problem.y)
+
+
+def test_dp_gd_step_moves_by_at_most_its_sensitivity_on_a_row_of_norm_500():
+    D, D2 = _neighbours_with_a_huge_row()
+    theta0 = np.full(5, 0.3)
+    lr, C, n = 1.0, 1.0, D.n
+    step = [dp_gd_core(p, np.random.default_rng(0), steps=1, lr=lr, clip_norm=C, noise_std=0.0, theta0=theta0)[0]
+            for p in (D, D2)]
+    assert np.linalg.norm(step[0] - step[1]) <= lr * 2 * C / n * (1 + 1e-12)  # the ledger's sensitivity 2C/n
+    raw = [theta0 - lr * D_.model.grad(theta0, D_.X, D_.y) for D_ in (D, D2)]  # the same step without clipping
+    assert np.linalg.norm(raw[0] - raw[1]) > 10 * lr * 2 * C / n
+
+
+def test_bst14_step_moves_by_at_most_its_sensitivity_on_a_row_of_norm_500():
+    D, D2 = _neighbours_with_a_huge_row()
+    theta0 = np.full(5, 0.3)
+    rng = np.random.default_rng(0)
+    hits = np.flatnonzero(rng.integers(0, D.n, size=400) == 7)  # the steps (same stream) that sample row 7
+    assert hits.size
+    steps = int(hits[0]) + 1  # run until the huge row has been used once
+    out = [bst14_core(p, np.random.default_rng(0), steps=steps, step_size=lambda t: np.full(t.shape, 0.5),
+                      clip_norm=1.0, noise_std=0.0, theta0=theta0)[0] for p in (D, D2)]
+    assert 0 < np.linalg.norm(out[0] - out[1]) <= 0.5 * 2 * 1.0 * (1 + 1e-12)  # eta * 2G, the ledger's per-step bound

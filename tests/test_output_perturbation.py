@@ -206,3 +206,69 @@ def test_utility_approaches_the_nonprivate_minimiser_at_large_epsilon():
                 for s in range(3)]
         gaps[eps] = np.mean([p.model.loss(f.theta, X, y) - lstar for f in fits])
     assert 0 <= gaps[20.0] < 0.01 < gaps[0.05]
+
+
+# ---- rows outside the unit ball: projected inside the mechanism ------------------------------
+def rows_with_outliers(n, d, seed, outliers=(0, 5, 11), norm_=500.0):
+    """Rows with ||x|| = 0.9 (inside the ball with room to spare) except `outliers`, of norm `norm_`."""
+    X, y = unit_rows(n, d, seed)
+    X = 0.9 * X
+    X[list(outliers)] *= norm_ / 0.9
+    return X, y
+
+
+def by_hand(X):
+    return X / np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
+
+
+def test_rows_outside_the_ball_are_projected_and_the_output_is_the_fit_on_projected_rows():
+    X, y = rows_with_outliers(300, 5, seed=7)
+    model = models.make("logreg", 5, l2=1e-3)
+    target = PrivacyTarget(1.0, 1e-5)
+    fit = fit_output_perturbation_gd(Problem(model, X, y), target, np.random.default_rng(4), epochs=80, l2=0.05)
+    led = fit.privacy
+    assert led["rows_projected"] == 3 and led["row_norm_bound"] == 1.0 and led["claim"] == "valid"
+    hand = fit_output_perturbation_gd(Problem(model, by_hand(X), y), target, np.random.default_rng(4), epochs=80,
+                                      l2=0.05)
+    np.testing.assert_allclose(fit.theta, hand.theta, rtol=1e-10, atol=1e-12)
+    assert hand.privacy["sensitivity"] == led["sensitivity"] and hand.privacy["noise_std"] == led["noise_std"]
+    # the projection matters: the raw rows give a different theta_T
+    plan = plan_output_gd(model, 300, epochs=80, l2=0.05)
+    raw = output_gd_core(model, X, y, np.zeros(5), steps=80, lr=plan.lr, l2=0.05, radius=plan.radius)
+    projected = output_gd_core(model, by_hand(X), y, np.zeros(5), steps=80, lr=plan.lr, l2=0.05, radius=plan.radius)
+    assert np.linalg.norm(raw - projected) > 1e-3  # far beyond the tolerance above
+
+
+def noise_free(fit, model, seed):
+    """fit.theta minus its noise: the fit draws theta0 then one N(0, std^2 I) vector from rng(seed)."""
+    rng = np.random.default_rng(seed)
+    model.init(rng)
+    return fit.theta - rng.normal(0.0, fit.privacy["noise_std"], size=fit.theta.shape[0])
+
+
+@pytest.mark.parametrize("l2,T,bound", [(0.05, 100, "data"), (0.01, 100, "paper"), (0.0, 30, "data")])
+def test_a_replaced_row_of_norm_500_moves_theta_by_at_most_the_ledgers_sensitivity(l2, T, bound):
+    """Neighbours D, D' (one row replaced by a row of norm 500, aimed against theta_T): the noise-free
+    thetas of the two fits are within Delta_T; the GD core on the raw rows is not, so the
+    projection is what makes the bound hold."""
+    n, d, seed = 200, 5, 3
+    X, y = rows_with_outliers(n, d, seed=8, outliers=(1, 2))
+    model = models.make("logreg", d, l2=1e-3)
+    target = PrivacyTarget(1.0, 1e-5)
+    kw = dict(epochs=T, l2=l2, lipschitz_bound=bound)
+    plan = plan_output_gd(model, n, **kw)
+    core = lambda X_, y_: output_gd_core(model, X_, y_, np.zeros(d), steps=T, lr=plan.lr, l2=l2, radius=plan.radius)
+    base = core(by_hand(X), y)
+    X2, y2 = X.copy(), y.copy()
+    X2[40], y2[40] = -500.0 * base / np.linalg.norm(base), 1.0  # misclassified, gradient norm ~500 against theta_T
+    fit, fit2 = (fit_output_perturbation_gd(Problem(model, X_, y_), target, np.random.default_rng(seed), **kw)
+                 for X_, y_ in ((X, y), (X2, y2)))
+    sens = fit.privacy["sensitivity"]
+    assert fit2.privacy["sensitivity"] == sens == pytest.approx(plan.sensitivity)
+    assert fit.privacy["rows_projected"] == 2 and fit2.privacy["rows_projected"] == 3
+    theta, theta2 = noise_free(fit, model, seed), noise_free(fit2, model, seed)
+    np.testing.assert_allclose(theta, base, rtol=1e-9, atol=1e-12)  # exactly Gaussian around this
+    gap = float(np.linalg.norm(theta - theta2))
+    assert 0 < gap <= sens
+    raw_gap = float(np.linalg.norm(core(X, y) - core(X2, y2)))  # the core without the projection
+    assert raw_gap > sens, (raw_gap, sens)

@@ -9,6 +9,15 @@ Algorithm (noise-free core `bolt_on_core`, then one noise draw):
 Only theta_T + kappa is released: no trace of intermediate iterates is recorded (releasing them
 voids the guarantee, §2 caveats).
 
+Row norms. G = model.lipschitz and beta_s = model.smoothness (1 and 1/4 for logistic regression)
+bound the gradient and its Lipschitz constant only for rows with ||x|| <= 1 (ALGORITHMS §0). When
+the claim rests on them (constants "model") the core runs on `bounded_rows(problem)`: every row x
+becomes x min(1, 1/||x||). The map acts on each record on its own, so data sets that differ in one
+record still differ in (at most) that record, the sensitivity bounds below hold for the projected
+data, and the whole (projection + Bolt-on) keeps the guarantee for arbitrary input rows. The ledger
+records `row_norm_bound` and `rows_projected`. Rows already inside the ball are untouched (all UCI
+sets here: results bit-identical). Nominal-constant models (no claim) run on their rows as given.
+
 Sensitivity (replace-one adjacency, the same tau on D and D'): the differing record sits in one
 batch per pass; that step injects at most eta_t ||grad l(z) - grad l(z')|| / B <= 2 L eta_t / B,
 and every gradient step of the convex beta-smooth batch objective is non-expansive for
@@ -65,7 +74,8 @@ import numpy as np
 from dpbench.algorithms import kernels
 from dpbench.algorithms.base import MAX_EPOCHS
 from dpbench.algorithms.base import (
-    AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, ledger, output_sensitivity_claim, register,
+    AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, bounded_rows, ledger, output_sensitivity_claim,
+    register,
 )
 from dpbench.algorithms.sgd import project_to_ball
 from dpbench.models.base import Model
@@ -263,6 +273,9 @@ def fit_bolt_on(
     plan = plan_bolt_on(model, n, variant=variant, epochs=epochs, batch_size=batch_size, lr=lr, l2=l2,
                         radius=radius, lipschitz_bound=lipschitz_bound)
     eps = float(privacy.epsilon)
+    rows: dict = {}
+    if plan.constants == "model":  # G, beta_s hold for ||x|| <= 1 only: project (module docstring)
+        problem, rows = bounded_rows(problem)
     theta0 = model.init(rng)
     perm = rng.permutation(n)
     theta = bolt_on_core(model, problem.X, problem.y, perm, plan, theta0)
@@ -301,6 +314,7 @@ def fit_bolt_on(
         records_used=plan.batch_size * plan.batches_per_pass,
         sensitivity_formula=SENSITIVITY_FORMULAS[variant],
         **{k: v for k, v in plan_d.items() if k != "lr"},
+        **rows,
         **details,
     ))
 

@@ -9,6 +9,16 @@ Algorithm (noise-free core `output_gd_core`, then one Gaussian draw):
 ([S2] Alg. 1 line 3 indexes theta_t from theta_{t-1} inside a loop over t = 0..T-1 -- an
 off-by-one; we run exactly T steps. Only theta_T + noise is released: no trace.)
 
+Row norms. G = model.lipschitz and beta_s = model.smoothness (1 and 1/4 for logistic regression)
+hold only for rows with ||x|| <= 1 (ALGORITHMS §0); a replaced row with ||x|| = 500 can inject up to
+lr (500 + 1) / n per step instead of 2 lr G / n, far beyond Delta_T. When the claim rests on these constants (constants
+"model") the GD core runs on `bounded_rows(problem)`: every row x becomes x min(1, 1/||x||). The
+map acts on each record on its own, so data sets that differ in one record still differ in (at
+most) that record, Delta_T below bounds ||theta_T(D) - theta_T(D')|| for the projected data, and
+the whole (projection + GD + Gaussian) keeps the guarantee for arbitrary input rows. The ledger
+records `row_norm_bound` and `rows_projected`. Rows already inside the ball are untouched (all UCI
+sets here: results bit-identical). Nominal-constant models (no claim) run on their rows as given.
+
 Sensitivity (replace-one; `dpbench.privacy.erm.output_gd_sensitivity`, ALGORITHMS §7 [D]):
   lambda > 0: Delta_T = (2 L / (n lambda)) (1 - (1 - lr lambda)^T) <= 2L/(n lambda)  (mu = lambda),
   lambda = 0: Delta_T = 2 lr L T / n.
@@ -50,7 +60,8 @@ import numpy as np
 
 from dpbench.algorithms.base import MAX_EPOCHS
 from dpbench.algorithms.base import (
-    AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, ledger, output_sensitivity_claim, register,
+    AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, bounded_rows, ledger, output_sensitivity_claim,
+    register,
 )
 from dpbench.algorithms.sgd import project_to_ball
 from dpbench.models.base import Model
@@ -156,6 +167,9 @@ def fit_output_perturbation_gd(
         raise ValueError("output_perturbation_gd is a private algorithm: it needs a target epsilon and delta")
     eps, delta = float(privacy.epsilon), float(privacy.delta)
     plan = plan_output_gd(model, n, epochs=epochs, lr=lr, l2=l2, radius=radius, lipschitz_bound=lipschitz_bound)
+    rows: dict = {}
+    if plan.constants == "model":  # G, beta_s hold for ||x|| <= 1 only: project (module docstring)
+        problem, rows = bounded_rows(problem)
     theta0 = model.init(rng)
     theta = output_gd_core(model, problem.X, problem.y, theta0, steps=plan.steps, lr=plan.lr, l2=plan.l2,
                            radius=plan.radius)
@@ -178,6 +192,7 @@ def fit_output_perturbation_gd(
         noise_std=std,
         strong_convexity=plan.l2,
         **plan_d,
+        **rows,
         **details,
     ))
 

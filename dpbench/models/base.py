@@ -39,6 +39,9 @@ class Model:
     #: (ALGORITHMS.md §0, "beta_s"); None when no global bound exists. The regularised loss
     #: adds l2 to it (and is l2-strongly convex when `convex`).
     smoothness: float | None = None
+    #: The row norm ||x||_2 that `lipschitz` and `smoothness` assume (ALGORITHMS.md §0): a mechanism
+    #: that calibrates noise from them projects its rows onto this ball first (`bounded_rows`).
+    ROW_NORM_BOUND = 1.0
 
     def __init__(self, n_features: int, l2: float = 0.0):
         if n_features < 1:

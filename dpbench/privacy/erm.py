@@ -19,8 +19,10 @@ from dpbench.privacy.checks import integer, non_negative, positive, unit_interva
 
 __all__ = [
     "input_perturbation_variance",
+    "kst_internal_epsilon",
     "kst_objective_variance",
     "kst_regulariser",
+    "kst_replace_one_epsilon",
     "output_gd_sensitivity",
     "zzmw_sensitivity",
 ]
@@ -73,6 +75,45 @@ def kst_regulariser(lambda_H: float, epsilon: float) -> float:
     Delta = 1/(2 eps)). In the objective it appears as (Delta / (2n)) ||theta||^2.
     """
     return 2.0 * positive("lambda_H", lambda_H) / positive("epsilon", epsilon)
+
+
+def kst_replace_one_epsilon(epsilon: float) -> float:
+    """Epsilon that KST12's argument proves under replace-one adjacency for a mechanism run with
+    regulariser Delta = 2 lambda_H / eps and variance beta = zeta^2 (8 log(2/delta) + 4 eps) / eps^2
+    (`kst_regulariser`, `kst_objective_variance` at this eps):
+
+        eps_total = eps + log(1 + eps/2)    (same delta)
+
+    log(1 + eps/2) bounds the log Jacobian ratio (<= log(1 + lambda_H / Delta)), eps bounds the
+    Gaussian part for a gradient shift of 2 zeta (one record replaced). Derivation in the docstring
+    of `dpbench.algorithms.objective_perturbation`; ALGORITHMS.md §6.
+    """
+    eps = positive("epsilon", epsilon)
+    return eps + math.log1p(eps / 2.0)
+
+
+def kst_internal_epsilon(target_epsilon: float) -> float:
+    """The eps at which to calibrate KST12 (Delta, beta) so that the replace-one guarantee is the target:
+    the largest eps with eps + log(1 + eps/2) <= target (`kst_replace_one_epsilon`).
+
+    eps + log(1 + eps/2) is increasing and lies in [eps, 1.5 eps], so the root is in
+    [target/1.5, target]; bisection to the last bit returns the lower end, so
+    kst_replace_one_epsilon(result) <= target always holds exactly (in float64).
+    (Closed form, not used: eps = W(2 e^(target + 2)) - 2, W the Lambert W function.)
+    """
+    t = positive("target_epsilon", target_epsilon)
+    lo, hi = t / 1.5, t
+    if kst_replace_one_epsilon(lo) > t:  # float round-off at the lower end only
+        lo = math.nextafter(lo, 0.0)
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if mid <= lo or mid >= hi:
+            break
+        if kst_replace_one_epsilon(mid) <= t:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 # ---- output perturbation of full-batch GD --------------------------------------------------

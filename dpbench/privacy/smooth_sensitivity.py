@@ -67,8 +67,19 @@ Where [S4] and ALGORITHMS.md disagree with the correct maths (and what is implem
   excluded: r_i(t) = r_i^incl(t+1), so this is the self-included rule with t0 + 1, and every rho(t)
   is at least as large -- the conservative reading), t0 = ceil((m + s)/2 + 1), the k-th smoothing
   index ceil(t0 + (k+1) s), rho(t) := Lambda when t > m - 1 (no t-th other neighbour), and the top
-  ceil(s/beta) values capped at m (with [S4]'s constants ceil(s/beta) exceeds m unless m is huge,
-  so rho(t) is then the mean of all r_i(t)).
+  ceil(s/beta) values capped at m (with [S4]'s constants ceil(s/beta) exceeds m unless
+  m >= (4(d + ln(2/delta))/eps)^2, so rho(t) is then the mean of all r_i(t)).
+* What the privacy theorem covers (the claim itself is decided in `dpbench.algorithms.sample_aggregate`,
+  `claim_conditions`): NRS07 Thm 4.2 as quoted in [S4] Thm 1 (eps > 2d/sqrt(m), m = omega(log^2 n))
+  with the Gaussian admissible-noise lemma behind gamma and beta (stated for eps, delta in (0, 1)).
+  The cap of the averaged count at m is NOT covered: [S4] Alg. 1 step 5 averages the top ceil(s/beta)
+  values, which exist only when ceil(s/beta) <= m; with fewer values, a neighbouring input can move
+  rho(t) by s Lambda/m > beta Lambda and no smoothness proof applies. `center_of_attention` still
+  computes the capped bound (it is well defined and tested), and reports `top_count`; the algorithm
+  labels such runs "paper-only". rho(t) := Lambda past the data needs Lambda >= the l2 diameter of the
+  solutions' range (checked here: a ValueError if two solutions are farther apart); it is the only cap
+  that bounds every distance and keeps rho non-decreasing, and matches the Lambda e^{-Omega(eps
+  sqrt(m)/d)} term of [S4] Thm 1's noise bound, but NRS07's own definition could not be checked.
 """
 
 from __future__ import annotations
@@ -368,6 +379,7 @@ def center_of_attention(solutions, epsilon: float, delta: float, diameter: float
     r_i(t) = distance from s_i to its t-th nearest *other* solution (l2); t0 = ceil((m + s)/2 + 1);
     g = s_{i*}, i* = argmin_i r_i(t0); rho(t) = mean of the ceil(s/beta) (<= m) largest r_i(t),
     rho(t) = Lambda for t > m - 1; S = 2 max_{k>=0} rho(ceil(t0 + (k+1)s)) e^{-beta k}.
+    `top_count` < ceil(s/beta) means the count was capped at m: outside [S4] Alg. 1 / NRS07 (module docstring).
     Pairwise distances: one `cdist` call (O(m^2 d) time, O(m^2) memory). Conventions: module docstring.
     """
     P = np.asarray(solutions, dtype=np.float64)
