@@ -166,8 +166,8 @@ def _select_private(group: pd.DataFrame) -> pd.DataFrame:
     settings = json.loads(group["tuning"].iloc[0])
     sign = -1.0 if settings["score"] == "val_accuracy" else 1.0
     runs_ = group[group["draw"] >= 1]
-    best = runs_.assign(_rank=sign * runs_["score"]).sort_values(["rep", "_rank", "draw"]).groupby("rep").head(1)
-    chosen = runs_.loc[best.index].copy()
+    chosen = (runs_.assign(_rank=sign * runs_["score"]).sort_values(["rep", "_rank", "draw"])
+              .groupby("rep").head(1).drop(columns="_rank"))
     ledgers = [json.loads(p) for p in group.drop_duplicates("params")["privacy"]]
     eps = None
     if group["params"].nunique() == settings["grid_size"] and group["delta"].nunique() == 1:

@@ -61,8 +61,8 @@ def metric_over_epsilon(curves: pd.DataFrame, metric: str, stem: str | Path, tit
             panel = part[(part["dataset_label"] == dataset) & (part["model_label"] == model)]
             floor = _log_floor(panel, metric)
             for label in labels:
-                line = panel[panel["label"] == label].sort_values("epsilon")
-                line = line.iloc[np.argsort(_x_epsilon(line), kind="stable")] if line["epsilon"].notna().any() else line
+                line = panel[panel["label"] == label]
+                line = line.iloc[np.argsort(_x_epsilon(line), kind="stable")]
                 if line.empty:
                     continue
                 mean, lo, hi = _band(line, metric, floor)

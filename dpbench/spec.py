@@ -166,20 +166,27 @@ class Experiment:
                 continue
             if algo.tuning is None:
                 total += len(algo.grid) * (len(self.budgets(algo)) if algo.private else 1) * len(self.seeds)
-                continue
-            for eps in self.budgets(algo):
-                picks = [tuning_draws(algo, ds, model, eps, self.seed, rep) for rep in self.seeds]
-                total += sum(map(len, picks)) + len(set(range(len(algo.grid))) - set().union(*picks))
+            else:
+                total += sum(len(self.search_runs(algo, ds, model, eps)) for eps in self.budgets(algo))
         return total
+
+    def search_runs(self, algo: AlgorithmSpec, ds: Component, model: Component, eps: float
+                    ) -> list[tuple[int, int, int]]:
+        """The runs of private selection for one (algorithm, dataset, model, epsilon) as (rep, draw,
+        grid index): draw j = 1..K of each seed's random search (`tuning_draws`), then an accounting
+        run (draw 0, first seed) of every combination no search drew, so that the selection's
+        guarantee can cover the whole grid."""
+        runs = [(rep, j, i) for rep in self.seeds
+                for j, i in enumerate(tuning_draws(algo, ds, model, eps, self.seed, rep), 1)]
+        drawn = {i for _, _, i in runs}
+        return runs + [(self.seeds[0], 0, i) for i in range(len(algo.grid)) if i not in drawn]
 
     def cells(self, skip_datasets: frozenset[str] = frozenset()) -> list[Cell]:
         """The grid: algorithms x hyperparameter combinations x datasets x models x epsilons x seeds.
 
-        An algorithm with `tuning` (private selection) has, per (dataset, model, epsilon, seed), the
-        runs of its random search instead (`tuning_draws`: draw j = 1..K of a combination), plus one
-        accounting run (draw 0, first seed) of every combination no search drew, so that the
-        selection's guarantee can cover the whole grid. `skip_datasets`: labels of optional datasets
-        whose files are absent (pipeline.preflight).
+        An algorithm with `tuning` (private selection) has the runs of its random searches instead
+        (`search_runs`). `skip_datasets`: labels of optional datasets whose files are absent
+        (pipeline.preflight).
         """
         out: list[Cell] = []
         for algo, ds, model in itertools.product(self.algorithms, self.datasets, self.models):
@@ -193,20 +200,12 @@ class Experiment:
                             dataset_label=ds.label, model_label=model.label, dataset_panel=ds.panel or ds.label,
                             draw=draw, tuning=algo.tuning)
 
-            for rep in self.seeds:
-                if algo.tuning is None:
-                    out.extend(cell(params, eps, rep) for params in algo.grid
-                               for eps in (self.budgets(algo) if algo.private else (None,)))
             if algo.tuning is None:
-                continue
-            for eps in self.budgets(algo):
-                drawn: set[int] = set()
-                for rep in self.seeds:
-                    picks = tuning_draws(algo, ds, model, eps, self.seed, rep)
-                    drawn.update(picks)
-                    out.extend(cell(algo.grid[i], eps, rep, draw=j) for j, i in enumerate(picks, 1))
-                out.extend(cell(algo.grid[i], eps, self.seeds[0], draw=0)
-                           for i in range(len(algo.grid)) if i not in drawn)
+                out.extend(cell(params, eps, rep) for rep in self.seeds for params in algo.grid
+                           for eps in (self.budgets(algo) if algo.private else (None,)))
+            else:
+                out.extend(cell(algo.grid[i], eps, rep, draw=j) for eps in self.budgets(algo)
+                           for rep, j, i in self.search_runs(algo, ds, model, eps))
         return out
 
 

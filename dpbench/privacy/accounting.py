@@ -177,7 +177,9 @@ def _round_sig(x: float, digits: int = 12) -> float:
 # =============================================================================================
 # DP-SGD event and the two accountants
 # =============================================================================================
-def _dpsgd_event(noise_multiplier: float, sampling_rate: float, steps: int) -> dp_event.DpEvent:
+def dpsgd_event(noise_multiplier: float, sampling_rate: float, steps: int) -> dp_event.DpEvent:
+    """`steps` Gaussian mechanisms of noise multiplier z, each on a Poisson sample of rate q (q = 1:
+    the full data), composed: the DpEvent every accountant here evaluates."""
     gaussian = dp_event.GaussianDpEvent(noise_multiplier)
     if sampling_rate == 1.0:
         return dp_event.SelfComposedDpEvent(gaussian, steps)
@@ -219,7 +221,7 @@ def _quiet_absl():
 @functools.lru_cache(maxsize=8192)
 def _rdp_epsilon_and_order(noise_multiplier: float, sampling_rate: float, steps: int,
                            delta: float) -> tuple[float, float]:
-    event = _dpsgd_event(noise_multiplier, sampling_rate, steps)
+    event = dpsgd_event(noise_multiplier, sampling_rate, steps)
     eps_of: dict[float, float] = {}
 
     def evaluate(orders) -> None:
@@ -287,7 +289,7 @@ def _pld_epsilon_at(noise_multiplier: float, sampling_rate: float, steps: int, d
                     interval: float) -> float:
     try:
         acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=interval)
-        acc.compose(_dpsgd_event(noise_multiplier, sampling_rate, steps))
+        acc.compose(dpsgd_event(noise_multiplier, sampling_rate, steps))
         return float(acc.get_epsilon(delta))
     except (OverflowError, FloatingPointError, MemoryError):
         # only at absurd parameters (e.g. z = 1e-5, where the memory guard makes the interval so

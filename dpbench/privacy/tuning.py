@@ -43,6 +43,7 @@ import numpy as np
 from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant
 
+from dpbench.privacy.accounting import dpsgd_event
 from dpbench.privacy.checks import non_negative, positive, unit_interval
 
 #: RDP orders of the tuning accounting: the library grid extended to 4096 (the optimal order at
@@ -117,14 +118,12 @@ def candidate_event(ledger: dict) -> dp_event.DpEvent | None:
         return None
     sampling = ledger.get("sampling") or {}
     z, steps = ledger.get("noise_multiplier"), ledger.get("steps")
-    if sampling.get("kind") == "poisson" and z and steps:
-        return dp_event.SelfComposedDpEvent(
-            dp_event.PoissonSampledDpEvent(float(sampling["rate"]), dp_event.GaussianDpEvent(float(z))), int(steps))
-    if sampling.get("kind") == "full batch" and z and steps:
-        return dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(float(z)), int(steps))
+    if sampling.get("kind") in ("poisson", "full batch") and z and steps:
+        rate = float(sampling["rate"]) if sampling["kind"] == "poisson" else 1.0
+        return dpsgd_event(float(z), rate, int(steps))
     std, sensitivity = ledger.get("noise_std"), ledger.get("sensitivity")
     if not sampling and ledger.get("noise", "gaussian") == "gaussian" and std and sensitivity:
-        return dp_event.GaussianDpEvent(float(std) / float(sensitivity))
+        return dpsgd_event(float(std) / float(sensitivity), 1.0, 1)
     return None
 
 
