@@ -10,7 +10,8 @@ JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 # Raw UCI files: ../shared/data on this project's machines, else ./data (ucimlrepo downloads there).
 DPBENCH_DATA ?= $(if $(wildcard ../shared/data/SHA256SUMS),$(abspath ../shared/data),$(abspath data))
 export DPBENCH_DATA
-EXPERIMENTS := $(wildcard experiments/*.yaml)
+# the paper experiments, and the plugin example (README, "Benchmark your own algorithm")
+EXPERIMENTS := $(wildcard experiments/*.yaml) examples/my_algorithm/experiment.yaml
 STAMP := $(VENV)/.installed
 
 .PHONY: install test test-slow pytest check figures verify bench help

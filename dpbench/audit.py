@@ -10,14 +10,14 @@ so the bound holds with the stated confidence (default 95%) whatever the algorit
 bound above the claimed epsilon refutes the claim; no bound can exceed the ceiling, about
 ln(N/3.69) for N evaluation runs a side.
 
-Neighbours follow the adjacency the algorithm claims (read from one fit's ledger, the first
-"; "-separated part of `adjacency`, so PIDP-SGD's "paper: replace-one; ..." is replace-one):
+Neighbours follow the adjacency the algorithm claims (`Ledger.adjacency` of one fit's ledger;
+PIDP-SGD's paper claims replace-one, so its game is replace-one):
   add/remove-one: D0 = base rows, D1 = base + canary;
   replace-one:    D0 = base rows, D1 = base with its last row replaced by the canary.
 Either way D0 is the base, so the D0 runs go first and their ledger gives the adjacency for D1.
 
-Canary recipes (`CANARIES`, pluggable with `register_canary`), each building the base rows,
-the canary, the model, the score and recommended algorithm parameters:
+Canary recipes (`dpbench.canaries.CANARIES`, declared with `@canary(...)`), each building the
+base rows, the canary, the model, the score and recommended algorithm parameters:
 * spare_feature (§11.3): `rows` rows of a dataset's training split (uniform: the split is a
   random permutation) plus one all-zero column; canary x_c = e_new, y_c = +1; score
   y_c <theta, x_c> = theta_new (for a non-linear model: y_c times its decision function at x_c).
@@ -80,376 +80,24 @@ import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from dpbench.audit_setup import AUDIT_SCHEMA, AuditError, AuditSetup, ResolvedAudit, check_setup
+from dpbench.canaries import CANARIES, Game, Recipe, RecipeContext
 from dpbench.errors import DpbenchError
-from dpbench.privacy import audit_bounds, checks
+from dpbench.keys import digest, seed_from
+from dpbench.ledger import Adjacency, Ledger
+from dpbench.privacy import audit_bounds
+from dpbench.registry import resolve_paths
 
-AUDIT_SCHEMA = 1  # bump when the meaning of a stored chunk changes
 CHUNK_TRIALS = 50  # fits per stored chunk
-ADD_REMOVE = "add/remove-one"
-REPLACE_ONE = "replace-one"
 
 
-class AuditError(DpbenchError):
-    """An audit is mis-specified (unknown algorithm, dataset, canary, parameter) or a chunk failed."""
-
-
-# =============================================================================================
-# canary recipes
-# =============================================================================================
-@dataclass
-class Game:
-    """What a recipe builds: base rows (= D0), the canary, the model and the score of a trained theta."""
-
-    X: np.ndarray
-    y: np.ndarray
-    canary_x: np.ndarray
-    canary_y: float
-    model: Any  # a dpbench.models.Model (its init is replaced by theta0 when given)
-    score: Callable[[np.ndarray], float]
-    theta0: np.ndarray | None = None  # public starting point of every fit (None: the model's init)
-    description: str = ""
-
-    @property
-    def n_features(self) -> int:
-        return int(self.X.shape[1])
-
-    def neighbours(self, adjacency: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(X0, y0, X1, y1) for the claimed adjacency (module docstring)."""
-        X0, y0 = self.X, self.y
-        xc = np.asarray(self.canary_x, dtype=float)[None, :]
-        yc = np.array([float(self.canary_y)])
-        if adjacency == ADD_REMOVE:
-            return X0, y0, np.vstack([X0, xc]), np.concatenate([y0, yc])
-        if adjacency == REPLACE_ONE:
-            return X0, y0, np.vstack([X0[:-1], xc]), np.concatenate([y0[:-1], yc])
-        raise ValueError(f"unknown adjacency {adjacency!r}; expected {ADD_REMOVE!r} or {REPLACE_ONE!r}")
-
-
-@dataclass(frozen=True)
-class RecipeContext:
-    """What a recipe gets: the loaded dataset (None for self-contained recipes) and the settings."""
-
-    dataset: Any  # dpbench.data.Dataset | None
-    rows: int
-    model: str
-    model_options: dict
-    seed: int
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """A canary recipe: `build(context) -> Game`, plus what it recommends.
-
-    needs_dataset: True takes base rows from `--dataset`; False builds its own data (then no
-    dataset may be given). params: algorithm name -> recommended hyperparameters (the user's
-    override them). model_options: recommended model options (the user's override them).
-    """
-
-    name: str
-    description: str
-    build: Callable[[RecipeContext], Game]
-    needs_dataset: bool = True
-    default_rows: int = 1000
-    params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    model_options: Mapping[str, Any] = field(default_factory=dict)
-
-
-CANARIES: dict[str, Recipe] = {}
-
-
-def register_canary(name: str, recipe: Recipe, *, replace: bool = False) -> Recipe:
-    """Add a canary recipe under `name` (replace=True to overwrite one).
-
-    Worker processes (loky, dask) rebuild the game from the recipe name, so register recipes at
-    import time of a module the workers import too (as this module does), not in a notebook cell.
-    """
-    if name in CANARIES and not replace:
-        raise ValueError(f"canary recipe {name!r} registered twice")
-    CANARIES[name] = recipe
-    return recipe
-
-
-def _margin_score(model, x_c: np.ndarray, y_c: float) -> Callable[[np.ndarray], float]:
-    xc = np.asarray(x_c, dtype=float)[None, :]
-
-    def score(theta: np.ndarray) -> float:
-        return float(y_c * model.decision_function(theta, xc)[0])
-
-    return score
-
-
-def _spare_feature(context: RecipeContext) -> Game:
-    from dpbench import models
-
-    ds = context.dataset
-    rows = min(int(context.rows), ds.n_train)
-    X = np.hstack([np.asarray(ds.X_train[:rows], dtype=float), np.zeros((rows, 1))])
-    y = np.asarray(ds.y_train[:rows], dtype=float)
-    x_c = np.zeros(X.shape[1])
-    x_c[-1] = 1.0
-    model = models.make(context.model, X.shape[1], **context.model_options)
-    return Game(X=X, y=y, canary_x=x_c, canary_y=1.0, model=model, score=_margin_score(model, x_c, 1.0),
-                description=f"{rows} rows of {ds.name} + an all-zero column; canary e_new, +1; score theta_new")
-
-
-PIDP_X0 = (0.5, 0.0, 0.0, 0.0, 0.0)
-
-
-def _pidp_constant(context: RecipeContext) -> Game:
-    from dpbench import algorithms, models
-    from dpbench.algorithms.nonprivate import minimize_empirical_risk
-
-    n = int(context.rows)
-    d = len(PIDP_X0)
-    X = np.tile(np.array(PIDP_X0), (n, 1))
-    y = np.ones(n)
-    model = models.make(context.model, d, **context.model_options)
-    theta_tilde, _ = minimize_empirical_risk(algorithms.Problem(model=model, X=X[:1], y=y[:1]),
-                                             np.random.default_rng(0))
-    theta_tilde = np.asarray(theta_tilde, dtype=float)
-    x_c = np.zeros(d)
-    x_c[1] = 1.0
-
-    def score(theta: np.ndarray) -> float:
-        return float(np.linalg.norm(np.asarray(theta, dtype=float) - theta_tilde))
-
-    return Game(X=X, y=y, canary_x=x_c, canary_y=1.0, model=model, score=score, theta0=theta_tilde,
-                description=f"{n} copies of x0 = {PIDP_X0}, +1; canary e2, +1; start and score at theta~ = "
-                            f"argmin loss(x0) = {np.round(theta_tilde, 6).tolist()}")
-
-
-def shared_intercept_data(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    """(X, y, x_c, y_c) of the input_shared_intercept recipe (module docstring)."""
-    from dpbench.cells import seed_from
-
-    rng = np.random.default_rng(np.random.SeedSequence(seed_from("audit-recipe", "input_shared_intercept", seed)))
-    angle = rng.uniform(0.0, 2.0 * np.pi, n)
-    radius = 0.6 * np.sqrt(rng.uniform(0.0, 1.0, n))
-    U = np.column_stack([radius * np.cos(angle), radius * np.sin(angle)])
-    w_true, b_true, intercept = np.array([3.0, -2.0]), 0.3, 0.8
-    p = 1.0 / (1.0 + np.exp(-(U @ w_true + b_true)))
-    y = np.where(rng.uniform(size=n) < p, 1.0, -1.0)
-    X = np.column_stack([U, np.full(n, intercept)])
-    u_c = np.array([0.6, 0.0])
-    y_c = -1.0 if float(u_c @ w_true + b_true) > 0 else 1.0
-    return X, y, np.concatenate([u_c, [intercept]]), y_c
-
-
-def _input_shared_intercept(context: RecipeContext) -> Game:
-    from dpbench import models
-
-    X, y, x_c, y_c = shared_intercept_data(int(context.rows), context.seed)
-    model = models.make(context.model, X.shape[1], **context.model_options)
-    u_c = x_c[:-1]
-
-    def score(theta: np.ndarray) -> float:  # the weights only: the intercept absorbs the shared noise
-        return float(y_c * (np.asarray(theta, dtype=float)[:-1] @ u_c))
-
-    return Game(X=X, y=y, canary_x=x_c, canary_y=y_c, model=model, score=score,
-                description=f"{len(y)} synthetic rows (disc r=0.6, intercept 0.8, logistic labels); canary "
-                            f"u_c = (0.6, 0), label {y_c:+g}; score y_c <w, u_c> without the intercept")
-
-
-register_canary("spare_feature", Recipe(
-    name="spare_feature",
-    description="rows of a dataset + an all-zero column; canary e_new with label +1; score theta_new "
-                "(ALGORITHMS.md §11.3)",
-    build=_spare_feature,
-))
-register_canary("pidp_constant", Recipe(
-    name="pidp_constant",
-    description="PIDP-SGD scenario of ALGORITHMS.md §4.4: n copies of x0=(0.5,0,0,0,0), canary e2; start at "
-                "theta~ = argmin loss(x0); score ||theta - theta~||",
-    build=_pidp_constant,
-    needs_dataset=False,
-    default_rows=200,
-    params={"pidp_sgd": {"steps": 2000, "rounds": 1, "zeta": 0.01, "lr": 0.1, "radius": 1e8}},
-    model_options={"l2": 0.01},
-))
-register_canary("input_shared_intercept", Recipe(
-    name="input_shared_intercept",
-    description="input perturbation, shared noise (ALGORITHMS.md §5 a): synthetic 2-D data with an intercept, "
-                "l2 = 0, GD run to convergence; score y_c <w, u_c> (weights without the intercept)",
-    build=_input_shared_intercept,
-    needs_dataset=False,
-    default_rows=1000,
-    params={"input_perturbation": {"noise": "shared", "theorem": "pl", "epochs": 300, "lr": 4.0}},
-    model_options={"l2": 0.0},
-))
-register_canary("input_per_example", Recipe(
-    name="input_per_example",
-    description="input perturbation, per-example noise (ALGORITHMS.md §5 b): the spare_feature canary with "
-                "noise per_example, theorem pl, epochs 1",
-    build=_spare_feature,
-    params={"input_perturbation": {"noise": "per_example", "theorem": "pl", "epochs": 1}},
-))
-
-
-# =============================================================================================
-# the setup and its validation
-# =============================================================================================
-def _pairs(mapping: Mapping[str, Any] | tuple | None) -> tuple:
-    if mapping is None:
-        return ()
-    items = mapping.items() if isinstance(mapping, Mapping) else mapping
-    return tuple(sorted((str(k), v) for k, v in items))
-
-
-@dataclass(frozen=True)
-class AuditSetup:
-    """One audit: algorithm (+ params) x data (dataset or a self-contained canary recipe) x model x target.
-
-    params, dataset_options and model_options are sorted tuples of (name, value) pairs (use
-    `AuditSetup.create` to pass dicts). trials: runs per side (half choose the test, half
-    count). rows: base size (None: the recipe's default). label is for display only.
-    """
-
-    algorithm: str
-    params: tuple = ()
-    dataset: str | None = None
-    dataset_options: tuple = ()
-    model: str = "logreg"
-    model_options: tuple = ()
-    epsilon: float | None = 1.0  # None only for a non-private algorithm
-    delta: float = 1e-5
-    trials: int = 1000
-    canary: str = "spare_feature"
-    rows: int | None = None
-    alpha: float = 0.05
-    seed: int = 0
-    label: str = ""
-
-    @classmethod
-    def create(cls, algorithm: str, *, params: Mapping | None = None, dataset_options: Mapping | None = None,
-               model_options: Mapping | None = None, **fields: Any) -> "AuditSetup":
-        return cls(algorithm=algorithm, params=_pairs(params), dataset_options=_pairs(dataset_options),
-                   model_options=_pairs(model_options), **fields)
-
-    def identity(self) -> dict:
-        return {"schema": AUDIT_SCHEMA, "algorithm": self.algorithm, "params": dict(self.params),
-                "dataset": self.dataset, "dataset_options": dict(self.dataset_options), "model": self.model,
-                "model_options": dict(self.model_options), "epsilon": self.epsilon, "delta": self.delta,
-                "trials": self.trials, "canary": self.canary, "rows": self.rows, "alpha": self.alpha,
-                "seed": self.seed}
-
-    @cached_property
-    def key(self) -> str:
-        from dpbench.cells import digest
-
-        return digest(self.identity())
-
-    @property
-    def display_label(self) -> str:
-        return self.label or self.algorithm
-
-
-@dataclass(frozen=True)
-class ResolvedAudit:
-    """A validated setup with the recipe's recommendations merged in (what the fits actually use)."""
-
-    setup: AuditSetup
-    recipe: Recipe
-    params: dict  # recipe params for this algorithm, overridden by the setup's, each checked
-    model_options: dict
-    rows: int
-    private: bool
-
-    def game_identity(self) -> dict:
-        """Everything the fits depend on (not trials, alpha or label: more trials reuse chunks;
-        not epsilon or delta for a non-private algorithm, whose fits ignore them)."""
-        s = self.setup
-        return {"schema": AUDIT_SCHEMA, "algorithm": s.algorithm, "params": self.params, "dataset": s.dataset,
-                "dataset_options": dict(s.dataset_options), "model": s.model, "model_options": self.model_options,
-                "epsilon": s.epsilon if self.private else None, "delta": s.delta if self.private else None,
-                "canary": s.canary, "rows": self.rows, "seed": s.seed}
-
-    @cached_property
-    def game_key(self) -> str:
-        from dpbench.cells import digest
-
-        return digest(self.game_identity())
-
-
-def _checked(check: Callable[..., Any], name: str, value: Any, *args, **kwargs) -> Any:
-    """A dpbench.privacy.checks function, its ValueError as a one-line AuditError `name: must be ...`."""
-    try:
-        return check(name, value, *args, **kwargs)
-    except ValueError as exc:
-        raise AuditError(str(exc).replace(f"{name} must", f"{name}: must", 1)) from None
-
-
-def check_setup(setup: AuditSetup) -> ResolvedAudit:
-    """Validate a setup without running anything; one-line AuditError naming the bad field."""
-    from dpbench import algorithms, data, models
-
-    try:
-        info = algorithms.get(setup.algorithm)
-    except ValueError as exc:
-        raise AuditError(f"algorithm: {exc}") from None
-    recipe = CANARIES.get(setup.canary)
-    if recipe is None:
-        raise AuditError(f"canary: unknown canary recipe {setup.canary!r}; choose one of {', '.join(sorted(CANARIES))}")
-    if recipe.needs_dataset and setup.dataset is None:
-        raise AuditError(f"dataset: canary {setup.canary!r} takes its base rows from a dataset; give one of "
-                         f"{', '.join(sorted(data.DATASETS))}")
-    if not recipe.needs_dataset and setup.dataset is not None:
-        raise AuditError(f"dataset: canary {setup.canary!r} builds its own data; give no dataset "
-                         f"(got {setup.dataset!r})")
-    if setup.dataset is not None:
-        if setup.dataset not in data.DATASETS:
-            raise AuditError(f"dataset: unknown dataset {setup.dataset!r}; choose one of "
-                             f"{', '.join(sorted(data.DATASETS))}")
-        valid = data.option_names(setup.dataset) | {"n", "test_fraction", "val_fraction"}
-        unknown = sorted(set(dict(setup.dataset_options)) - valid)
-        if unknown:
-            raise AuditError(f"dataset_options: unknown option(s) {', '.join(unknown)} for {setup.dataset!r}; valid: "
-                             f"{', '.join(sorted(valid))}")
-    elif setup.dataset_options:
-        raise AuditError("dataset_options: given without a dataset")
-    if setup.model not in models.MODELS:
-        raise AuditError(f"model: unknown model {setup.model!r}; choose one of {', '.join(sorted(models.MODELS))}")
-    model_options = {**dict(recipe.model_options), **dict(setup.model_options)}
-    unknown = sorted(set(model_options) - set(models.MODELS[setup.model].options))
-    if unknown:
-        raise AuditError(f"model_options: unknown option(s) {', '.join(unknown)} for model {setup.model!r}; valid: "
-                         f"{', '.join(sorted(models.MODELS[setup.model].options)) or 'none'}")
-    params = {**dict(recipe.params.get(setup.algorithm, {})), **dict(setup.params)}
-    names = [p.name for p in info.params]
-    for name in list(params):
-        if name not in names:
-            raise AuditError(f"params.{name}: unknown parameter of {setup.algorithm}; valid: {', '.join(names)}")
-        try:
-            params[name] = info.param(name).check(params[name])
-        except ValueError as exc:
-            raise AuditError(f"params.{name}: {exc}") from None
-    if setup.epsilon is None:
-        if info.private:
-            raise AuditError(f"epsilon: {setup.algorithm} is private: give the target epsilon to audit")
-    else:
-        _checked(checks.positive, "epsilon", setup.epsilon)
-    _checked(checks.unit_interval, "delta", setup.delta)
-    _checked(checks.unit_interval, "alpha", setup.alpha)
-    _checked(checks.integer, "trials", setup.trials, 4)  # half choose the test, half count its errors
-    rows = _checked(checks.integer, "rows", recipe.default_rows if setup.rows is None else setup.rows, 2)
-    _checked(checks.integer, "seed", setup.seed, 0)
-    return ResolvedAudit(setup=setup, recipe=recipe, params=dict(sorted(params.items())),
-                         model_options=dict(sorted(model_options.items())), rows=int(rows), private=info.private)
-
-
-def game_adjacency(adjacency: str | None) -> str:
-    """The neighbour relation of the claim: the first '; '-part of a ledger's adjacency (None: add/remove)."""
-    if not adjacency:
-        return ADD_REMOVE
-    head = str(adjacency).split(";")[0].strip()
-    if ":" in head:  # "paper: replace-one"
-        head = head.split(":", 1)[1].strip()
-    if head in (ADD_REMOVE, REPLACE_ONE):
-        return head
-    raise AuditError(f"cannot audit adjacency {adjacency!r}: expected {ADD_REMOVE!r} or {REPLACE_ONE!r}")
+def claimed_adjacency(stored: str | None) -> str:
+    """The relation a game uses for a ledger's stored `adjacency` (also the free text of records
+    written before the ledger was typed); add/remove-one when unset."""
+    return Ledger.from_dict({"adjacency": stored}).audited_adjacency.value
 
 
 # =============================================================================================
@@ -473,8 +121,6 @@ class AuditChunk:
 
     @cached_property
     def key(self) -> str:
-        from dpbench.cells import digest
-
         return "audit-" + digest({"schema": AUDIT_SCHEMA, "game": self.game_key, "side": self.side,
                                   "start": self.start, "count": self.count, "adjacency": self.adjacency})
 
@@ -488,14 +134,10 @@ class AuditContext:
 
 
 def trial_rng(game_key: str, side: int, trial: int) -> np.random.Generator:
-    from dpbench.cells import seed_from
-
     return np.random.default_rng(np.random.SeedSequence(seed_from("audit", game_key, int(side), int(trial))))
 
 
 def data_seed(setup: AuditSetup) -> int:
-    from dpbench.cells import seed_from
-
     return seed_from("audit-data", setup.seed, setup.dataset, dict(setup.dataset_options)) % (2**32)
 
 
@@ -521,7 +163,9 @@ def build_game(setup: AuditSetup, *, data_dir: str | None = None) -> tuple[Resol
     dataset = None
     if setup.dataset is not None:
         try:
-            dataset = data.load(setup.dataset, seed=data_seed(setup), data_dir=data_dir, **dict(setup.dataset_options))
+            options = resolve_paths(data.DATASETS.lookup(setup.dataset).params, dict(setup.dataset_options),
+                                    setup.dataset_base)
+            dataset = data.load(setup.dataset, seed=data_seed(setup), data_dir=data_dir, **options)
         except DpbenchError:
             raise
         except ValueError as exc:
@@ -551,7 +195,7 @@ def run_chunk(chunk: AuditChunk, context: AuditContext = AuditContext()) -> dict
         raise RuntimeError("audit chunk built for another game (the code changed between planning and running)")
     setup = chunk.setup
     info = algorithms.get(setup.algorithm)
-    X0, y0, X1, y1 = game.neighbours(chunk.adjacency or ADD_REMOVE)
+    X0, y0, X1, y1 = game.neighbours(chunk.adjacency or Adjacency.ADD_REMOVE)
     X, y = (X0, y0) if chunk.side == 0 else (X1, y1)
     problem = algorithms.Problem(model=game.model, X=X, y=y)
     target = algorithms.PrivacyTarget(epsilon=float(setup.epsilon), delta=float(setup.delta)) if info.private \
@@ -562,7 +206,7 @@ def run_chunk(chunk: AuditChunk, context: AuditContext = AuditContext()) -> dict
         fit = info.fit(problem, target, trial_rng(chunk.game_key, chunk.side, trial), **resolved.params)
         scores.append(float(game.score(fit.theta)))
         if ledger is None:
-            ledger = dict(fit.privacy)
+            ledger = Ledger.from_dict(fit.privacy)
     fit_seconds = time.perf_counter() - started
     save_privacy_memo(cell_context)
     claim = ledger.get("claim")
@@ -570,7 +214,7 @@ def run_chunk(chunk: AuditChunk, context: AuditContext = AuditContext()) -> dict
         claim = "none"
     return {"key": chunk.key, "kind": "audit-chunk", "game": resolved.game_identity(), "game_key": chunk.game_key,
             "side": chunk.side, "start": chunk.start, "count": chunk.count, "adjacency_used": chunk.adjacency,
-            "scores": scores, "claim": claim, "adjacency": ledger.get("adjacency"),
+            "scores": scores, "claim": claim, "adjacency": ledger.audited_adjacency.value,
             "target_epsilon": ledger.get("target_epsilon") if claim != "none" else None,
             "mechanism": ledger.get("mechanism"), "n_rows": int(X.shape[0]), "fit_seconds": fit_seconds}
 
@@ -710,7 +354,7 @@ def run_audit(setup: AuditSetup, *, data_dir: str | None = None, results: str | 
     chunks0 = _chunks(resolved, 0, None)
     summary0, records0 = _run_phase(chunks0, store, context, jobs=jobs, backend=backend, scheduler=scheduler,
                                     progress=progress, force=force, description=f"audit {label}: D0", train=train)
-    adjacency = game_adjacency(_one(records0, "adjacency"))
+    adjacency = _one([{"adjacency": claimed_adjacency(r.get("adjacency"))} for r in records0], "adjacency")
     chunks1 = _chunks(resolved, 1, adjacency)
     summary1, records1 = _run_phase(chunks1, store, context, jobs=jobs, backend=backend, scheduler=scheduler,
                                     progress=progress, force=force, description=f"audit {label}: D1", train=train)
@@ -738,8 +382,8 @@ def run_audit(setup: AuditSetup, *, data_dir: str | None = None, results: str | 
 audit_scalar_gaussian = audit_bounds.audit_scalar_gaussian
 
 __all__ = [
-    "ADD_REMOVE", "AUDIT_SCHEMA", "AuditChunk", "AuditContext", "AuditError", "AuditResult", "AuditSetup",
-    "CANARIES", "CHUNK_TRIALS", "Game", "REPLACE_ONE", "Recipe", "RecipeContext", "ResolvedAudit",
-    "audit_scalar_gaussian", "build_game", "check_setup", "game_adjacency", "register_canary", "run_audit",
+    "AUDIT_SCHEMA", "AuditChunk", "AuditContext", "AuditError", "AuditResult", "AuditSetup",
+    "CANARIES", "CHUNK_TRIALS", "Game", "Recipe", "RecipeContext", "ResolvedAudit",
+    "audit_scalar_gaussian", "build_game", "check_setup", "claimed_adjacency", "run_audit",
     "run_chunk", "trial_rng",
 ]

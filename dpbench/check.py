@@ -218,3 +218,27 @@ def variant_points(exps: list, variant: str, scratch: str | os.PathLike, *, jobs
         raise DpbenchError(f"the {variant} kernel rerun of {', '.join(sources)} failed (exit {done.returncode}): "
                            f"{last}")
     return {exp.name: pipeline.seed_points(exp, folder, data_dir=data_dir) for exp in exps}
+
+
+def write_reference(points: pd.DataFrame, variants: list[pd.DataFrame], path: str | os.PathLike
+                    ) -> tuple[pd.DataFrame, int]:
+    """Store `points` (with the float envelope of the kernel variants' reruns) as the reference at
+    `path`; returns the stored table and how many of its values are float-sensitive."""
+    from dpbench.store import atomic_write_bytes_via
+
+    points = with_envelope(points, variants)
+    atomic_write_bytes_via(path, lambda tmp: points.to_csv(tmp, index=False, float_format="%.17g"))
+    return points, int((points["envelope"] > float_noise(points["value"])).sum())
+
+
+def against_reference(points: pd.DataFrame, path: str | os.PathLike, *, k: float = DEFAULT_K,
+                      create_with: str = "dpbench check SPEC --update") -> pd.DataFrame:
+    """`compare` of `points` with the reference stored at `path` (DpbenchError naming `create_with`
+    when there is none)."""
+    from pathlib import Path
+
+    from dpbench.errors import DpbenchError
+
+    if not Path(path).is_file():
+        raise DpbenchError(f"{path}: no reference; create it with `{create_with}`")
+    return compare(points, pd.read_csv(path), k=k)

@@ -31,6 +31,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 from dpbench.bench import SUITES as BENCH_SUITES  # noqa: E402  (after the BLAS setting above)
+from dpbench.catalog import KINDS as CATALOG_KINDS  # noqa: E402
 from dpbench.errors import DpbenchError
 
 RESULTS_HELP = "folder that holds results/<experiment>/"
@@ -269,20 +270,13 @@ def check(specs, profile, jobs, backend, scheduler, data_dir, no_progress, allow
             points = pipeline.seed_points(exp, where, data_dir=data_dir)
             ref_path = pipeline.reference_path(exp, results)
             if update:
-                from dpbench.store import atomic_write_bytes_via
-
-                points = check_mod.with_envelope(points, [found[exp.name] for found in variants.values()])
-                atomic_write_bytes_via(ref_path, lambda tmp: points.to_csv(tmp, index=False, float_format="%.17g"))
-                sensitive = int((points["envelope"] > check_mod.float_noise(points["value"])).sum())
+                points, sensitive = check_mod.write_reference(points, [found[exp.name] for found in variants.values()],
+                                                              ref_path)
                 click.echo(f"{exp.name} [{exp.profile}]: reference written to {ref_path} ({len(points)} values, "
                            f"{sensitive} float-sensitive)")
                 continue
-            if not ref_path.is_file():
-                raise DpbenchError(f"{ref_path}: no reference for {exp.name} [{exp.profile}]; create it with "
-                                   f"`dpbench check {exp.source} --profile {exp.profile} --update`")
-            import pandas as pd
-
-            table = check_mod.compare(points, pd.read_csv(ref_path), k=k)
+            table = check_mod.against_reference(
+                points, ref_path, k=k, create_with=f"dpbench check {exp.source} --profile {exp.profile} --update")
             failures = check_mod.failed(table)
             bad += len(failures)
             verdict = "ok" if failures.empty else f"FAILED ({len(failures)} point(s) drifted, missing or new)"
@@ -337,28 +331,23 @@ def plot(spec, profile, results, partial) -> None:
 
 
 @main.command(name="list")
-@click.argument("what", required=False, type=click.Choice(["algorithms", "datasets", "models"]))
-def list_(what) -> None:
-    """List algorithms (with hyperparameters), datasets and models, with their papers."""
-    from dpbench import algorithms, data, models
+@click.argument("what", required=False, type=click.Choice(CATALOG_KINDS))
+@click.option("--plugin", "plugins_", multiple=True, metavar="REF",
+              help="load a plugin first (path/to/file.py:object or package.module:object) so it is listed too; "
+                   "repeatable")
+@click.option("--markdown", is_flag=True, help="Markdown (docs/components.md is this output)")
+def list_(what, plugins_, markdown) -> None:
+    """List the components dpbench knows, with their papers and declared parameters.
 
-    if what in (None, "algorithms"):
-        click.echo("algorithms:")
-        for name, info in sorted(algorithms.REGISTRY.items()):
-            kind = "private" if info.private else "non-private"
-            click.echo(f"  {name:<22} {info.title} [{kind}]")
-            click.echo(f"  {'':<22} {info.citation}")
-            for p in info.params:
-                click.echo(f"  {'':<24}{p.name} = {p.default!r}: {p.doc}")
-    if what in (None, "datasets"):
-        click.echo("datasets:")
-        for name, info in sorted(data.DATASETS.items()):
-            click.echo(f"  {name:<22} {info.description} ({info.citation})")
-    if what in (None, "models"):
-        click.echo("models:")
-        for name, info in sorted(models.MODELS.items()):
-            opts = ", ".join(f"{k}={v!r}" for k, v in info.options.items())
-            click.echo(f"  {name:<22} {info.description} [{opts}] ({info.citation})")
+    Algorithms, data sets, models, canary recipes (audits) and figure kinds, each with every
+    parameter's type, default, range and meaning. Components of installed packages (entry points)
+    are named but not loaded until a spec or a command names them; --plugin loads a plugin file.
+    """
+    from dpbench import catalog, plugins
+
+    for reference in plugins_:
+        plugins.load(reference)
+    click.echo("\n".join(catalog.lines(what, markdown=markdown)))
 
 
 @main.group(cls=_Group)
@@ -537,7 +526,9 @@ def _key_values(pairs, option: str) -> dict:
 
 
 @main.command()
-@click.option("--algorithm", required=True, help="registered algorithm to audit (see `dpbench list algorithms`)")
+@click.option("--algorithm", required=True,
+              help="algorithm to audit: a registered name (see `dpbench list algorithms`) or a plugin reference "
+                   "path/to/file.py:fit or package.module:fit (its code runs)")
 @click.option("--dataset", default=None, help="dataset of the base rows (not for self-contained canaries such as "
                                               "pidp_constant)")
 @click.option("--model", default="logreg", show_default=True, help="model (see `dpbench list models`)")
@@ -548,8 +539,7 @@ def _key_values(pairs, option: str) -> dict:
 @click.option("--trials", required=True, type=click.IntRange(min=4),
               help="trainings per side (half choose the test, half estimate its error rates)")
 @click.option("--canary", default="spare_feature", show_default=True,
-              help="canary recipe: spare_feature, pidp_constant, input_shared_intercept, input_per_example "
-                   "(dpbench.audit.CANARIES)")
+              help="canary recipe (see `dpbench list canaries`)")
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="algorithm hyperparameter (repeatable; "
               "overrides the canary recipe's recommended value)")
 @click.option("--model-option", "model_options", multiple=True, metavar="NAME=VALUE", help="model option (repeatable)")
@@ -579,10 +569,16 @@ def audit(algorithm, dataset, model, epsilon, delta, trials, canary, params, mod
     confidence: a bound above the claimed epsilon refutes the claim.
     """
     from dpbench import audit as audit_mod
+    from dpbench import plugins
 
     _check_scheduler(backend, scheduler)
+    plugin = plugin_digest = None
+    if ":" in algorithm:  # a plugin reference, relative to the current folder
+        plugin = plugins.resolve(algorithm)
+        algorithm = plugins.load(plugin).name
+        plugin_digest = plugins.fingerprint(plugin)
     setup = audit_mod.AuditSetup.create(
-        algorithm, params=_key_values(params, "--param"), dataset=dataset,
+        algorithm, plugin=plugin, plugin_digest=plugin_digest, params=_key_values(params, "--param"), dataset=dataset,
         dataset_options=_key_values(dataset_options, "--dataset-option"), model=model,
         model_options=_key_values(model_options, "--model-option"), epsilon=epsilon, delta=delta, trials=trials,
         canary=canary, rows=rows, alpha=alpha, seed=seed)

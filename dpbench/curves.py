@@ -317,3 +317,12 @@ def trace_curves(selected: dict[str, pd.DataFrame], traces: pd.DataFrame) -> pd.
     if not parts:
         return pd.DataFrame(columns=columns)
     return pd.concat(parts, ignore_index=True)[columns]
+
+
+def dpsco_rate(n: np.ndarray, d: float, epsilon: float, delta: np.ndarray) -> np.ndarray:
+    """The DP-SCO lecture notes' excess population risk rate d log(1/delta)/(n^2 eps^2) + 1/n.
+
+    Paper 002, end of §17.2 (output perturbation on GD, strongly convex, Lipschitz, smooth loss:
+    O(d log(1/delta)/(n^2 eps^2) + 1/n), optimal). Constants are not given; figures scale it.
+    """
+    return d * np.log(1.0 / delta) / (n ** 2 * epsilon ** 2) + 1.0 / n

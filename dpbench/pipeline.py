@@ -23,6 +23,8 @@ from dpbench import curves as curves_mod
 from dpbench import plots, runner
 from dpbench.cells import RECORD_FIELDS, Cell, CellContext, optimum_path, prepare_optimum, run_cell
 from dpbench.errors import DataError, DpbenchError, SpecError
+from dpbench.figures import FIGURES
+from dpbench.registry import resolve_paths
 from dpbench.spec import DEFAULT_PROFILE, Experiment
 from dpbench.store import ResultStore, RoutedStore, atomic_write_bytes_via, atomic_write_text
 
@@ -57,14 +59,15 @@ def preflight(exp: Experiment, data_dir: str | None, notify=None) -> frozenset[s
     and `notify` (default: print to stderr) is told why, so no result is silently missing.
     """
     from dpbench import data
-    from dpbench.cells import evaluate_delta
+    from dpbench.keys import evaluate_delta
 
     notify = notify or _stderr
     private = any(a.private for a in exp.algorithms)
     skipped = set()
     for ds in exp.datasets:
         try:
-            loaded = data.load(ds.name, seed=0, data_dir=data_dir, **dict(ds.options))
+            options = resolve_paths(data.DATASETS.lookup(ds.name).params, dict(ds.options), ds.base)
+            loaded = data.load(ds.name, seed=0, data_dir=data_dir, **options)
         except DataError as exc:
             if not ds.optional:
                 raise
@@ -313,14 +316,14 @@ def render(exp: Experiment, *, results: str | Path = "results", summary: runner.
     figures: list[Path] = []
     order = [a.label for a in exp.algorithms]
     for fig in exp.figures:
-        draw = plots.FIGURE_FUNCTIONS[fig.kind]
-        table = traces if fig.kind in plots.TRACE_FIGURES else curves
+        kind = FIGURES.lookup(fig.kind)
+        table = traces if kind.table == "traces" else curves
         shown = table if fig.datasets is None else \
             table[table["dataset_label"].isin(fig.datasets) | table["dataset_panel"].isin(fig.datasets)]
         shown = shown if fig.algorithms is None else shown[shown["label"].isin(fig.algorithms)]
         shown = shown if fig.models is None else shown[shown["model_label"].isin(fig.models)]
-        figures += draw(shown, fig.metric, folder / fig.name, title=_titled(fig.title, note), algorithm_order=order,
-                        reference=fig.reference)
+        figures += kind.draw(shown, fig.metric, folder / fig.name, title=_titled(fig.title, note),
+                             algorithm_order=order, **dict(fig.options))
     audits = pd.DataFrame([r.row() for r in audit_list])
     if not audits.empty:  # table + claimed-vs-audited figure (the diagonal: above it, a broken claim)
         table = audits.drop(columns=[c for c in AUDIT_TIMINGS if c in audits])  # same audits, same bytes

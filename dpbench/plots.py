@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import textwrap
 from pathlib import Path
+from typing import Annotated
 
 import matplotlib
 
@@ -13,7 +14,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from dpbench.curves import dpsco_rate  # noqa: E402
+from dpbench.figures import figure_kind  # noqa: E402
 from dpbench.metrics import BOUNDS, METRICS  # noqa: E402
+from dpbench.registry import Param  # noqa: E402
 from dpbench.store import atomic_write_bytes_via  # noqa: E402
 
 LOG_METRICS = {"optimality_gap", "estimation_error", "test_loss", "excess_population_risk"}
@@ -27,6 +31,7 @@ CLAIM_NOTE = ("solid, filled markers: valid DP guarantee for the curve as drawn 
               "hyperparameters were selected without an ε that covers the selection, or δ ≥ 1/n · "
               "dash-dot: ε claimed by the paper only (proof unsound) · dotted: no valid DP claim for this model · "
               "dashed: non-private · " + BAND_NOTE)
+REFERENCE_LINES = ("dpsco_rate",)  # reference rates a metric_over_n figure can draw (curves.dpsco_rate)
 GAP_FLOOR = 1e-6  # log axes never go below this noise floor of L*, whatever the data (ALGORITHMS.md §0.2 rule 4)
 
 
@@ -35,8 +40,10 @@ def _colours(labels: list[str]) -> dict[str, tuple]:
     return {label: cmap(i % 10) for i, label in enumerate(labels)}
 
 
+@figure_kind("metric_over_epsilon", description="metric over epsilon (log x), one panel per dataset x model, "
+                                                "non-private algorithms as dashed lines")
 def metric_over_epsilon(curves: pd.DataFrame, metric: str, stem: str | Path, title: str = "",
-                        algorithm_order: list[str] | None = None, reference: str | None = None) -> list[Path]:
+                        algorithm_order: list[str] | None = None) -> list[Path]:
     """One panel per (dataset, model): metric mean over log-scaled epsilon with a ±1 std band (`_band`).
 
     Private algorithms are lines over epsilon; non-private ones (epsilon empty) are dashed
@@ -185,17 +192,13 @@ def claim_kind(line: pd.DataFrame) -> str:
     return "valid"
 
 
-def dpsco_rate(n: np.ndarray, d: float, epsilon: float, delta: np.ndarray) -> np.ndarray:
-    """The DP-SCO lecture notes' excess population risk rate d log(1/delta)/(n^2 eps^2) + 1/n.
-
-    Paper 002, end of §17.2 (output perturbation on GD, strongly convex, Lipschitz, smooth loss:
-    O(d log(1/delta)/(n^2 eps^2) + 1/n), optimal). Constants are not given; figures scale it.
-    """
-    return d * np.log(1.0 / delta) / (n ** 2 * epsilon ** 2) + 1.0 / n
-
-
+@figure_kind("metric_over_n", needs="n",
+             description="metric over the training size n (log-log), a data set swept over n")
 def metric_over_n(curves: pd.DataFrame, metric: str, stem: str | Path, title: str = "",
-                  algorithm_order: list[str] | None = None, reference: str | None = None) -> list[Path]:
+                  algorithm_order: list[str] | None = None, *,
+                  reference: Annotated[str | None, Param("a reference rate drawn per epsilon, its constant fitted",
+                                                         choices=REFERENCE_LINES,
+                                                         paper="paper 002 §17.2")] = None) -> list[Path]:
     """One panel per (swept dataset, model): metric over the training size n on log-log axes.
 
     One line per (algorithm, epsilon) — colour by algorithm, marker by epsilon — with a ±1 std
@@ -208,10 +211,11 @@ def metric_over_n(curves: pd.DataFrame, metric: str, stem: str | Path, title: st
                              reference)
 
 
+@figure_kind("metric_over_d", needs="d", description="metric over the dimension d (log-log), a data set swept over d")
 def metric_over_d(curves: pd.DataFrame, metric: str, stem: str | Path, title: str = "",
-                  algorithm_order: list[str] | None = None, reference: str | None = None) -> list[Path]:
+                  algorithm_order: list[str] | None = None) -> list[Path]:
     """As `metric_over_n`, over the number of features d of a dataset swept over `d` (paper 004 Fig. 3)."""
-    return _metric_over_size(curves, metric, stem, "n_features", "dimension d", title, algorithm_order, reference)
+    return _metric_over_size(curves, metric, stem, "n_features", "dimension d", title, algorithm_order, None)
 
 
 def _metric_over_size(curves: pd.DataFrame, metric: str, stem: str | Path, x: str, x_label: str, title: str,
@@ -275,8 +279,11 @@ def _draw_dpsco_rate(ax, panel: pd.DataFrame, eps_values: list[float], markers: 
                 markerfacecolor="none", label=f"rate c(d log(1/δ)/(n²ε²) + 1/n), ε = {eps:g}")
 
 
+@figure_kind("metric_over_iterations", table="traces", needs="trace",
+             description="metric over iterations of the selected fits (algorithms with trace_every), "
+                         "one row per dataset x model, one column per epsilon")
 def metric_over_iterations(traces: pd.DataFrame, metric: str, stem: str | Path, title: str = "",
-                           algorithm_order: list[str] | None = None, reference: str | None = None) -> list[Path]:
+                           algorithm_order: list[str] | None = None) -> list[Path]:
     """Paper 004 Figs. 1-2: metric over iterations, one panel per (dataset, model) row x epsilon column.
 
     Reads a trace-curves table (curves.trace_curves). Every private algorithm is drawn in the
@@ -361,8 +368,3 @@ def audit_figure(audits: pd.DataFrame, stem: str | Path, title: str = "") -> lis
 
 AUDIT_NOTE = ("filled: the claim is a valid guarantee (the bound must stay below the diagonal) · open: claimed by a "
               "paper only, or no valid claim for this model")
-
-FIGURE_FUNCTIONS = {"metric_over_epsilon": metric_over_epsilon, "metric_over_n": metric_over_n,
-                    "metric_over_d": metric_over_d, "metric_over_iterations": metric_over_iterations}
-#: figure kinds drawn from the trace curves (curves.trace_curves) instead of the curves table
-TRACE_FIGURES = {"metric_over_iterations"}

@@ -62,23 +62,22 @@ import copy
 import itertools
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import yaml
 
-from dpbench.cells import Cell, compile_delta, digest, evaluate_delta, seed_from
 from dpbench.errors import DpbenchError, SpecError
+from dpbench.figures import FIGURES
+from dpbench.keys import Cell, compile_delta, digest, evaluate_delta, seed_from
 from dpbench.metrics import METRICS, SELECTION_METRICS
 
 TOP_KEYS = ("name", "description", "paper", "seed", "seeds", "datasets", "models", "algorithms", "epsilons",
             "delta", "metrics", "selection", "figures", "optimum", "audits", "profiles")
 OPTIMUM_DEFAULTS = {"maxiter": 500, "restarts": 2}
-FIGURE_KINDS = ("metric_over_epsilon", "metric_over_n", "metric_over_d", "metric_over_iterations")  # plots.FIGURE_FUNCTIONS
 SWEEP_KEYS = ("n", "d")  # dataset options a `sweep:` may vary
-REFERENCES = ("dpsco_rate",)  # reference lines a figure may draw (plots.REFERENCE_LINES)
 DEFAULT_PROFILE = "full"
 #: A run of more cells than this needs `--allow-large`: the largest paper experiment has 4,590
 #: cells (inputpert, full profile), so a grid beyond it is more often a typo (a long list where a
@@ -98,6 +97,7 @@ class Component:
     label: str
     panel: str = ""
     optional: bool = False  # a user-supplied data file: skip (with a notice) when absent
+    base: str = field(default="", compare=False)  # folder of the YAML: relative file paths in options start there
 
 
 @dataclass(frozen=True)
@@ -110,6 +110,8 @@ class AlgorithmSpec:
     datasets: tuple[str, ...] | None = None  # restrict to these dataset labels (None: all)
     tuning: tuple[tuple[str, Any], ...] | None = None  # private selection settings (`_tuning`), None: validation
     epsilons: tuple[float, ...] | None = None  # this entry's budgets (None: the experiment's `epsilons`)
+    plugin: str | None = None  # where a plugin algorithm is loaded from (dpbench.plugins.resolve), None: built-in
+    plugin_digest: str | None = None  # digest of the plugin's source (dpbench.plugins.fingerprint)
 
     def applies_to(self, dataset: Component, model: Component) -> bool:
         return (self.models is None or model.label in self.models) and \
@@ -122,10 +124,14 @@ class FigureSpec:
     kind: str
     metric: str
     title: str
-    reference: str | None = None  # a reference line (REFERENCES), e.g. the DP-SCO rate
+    options: tuple[tuple[str, Any], ...] = ()  # the figure kind's own options (dpbench.figures), e.g. reference
     datasets: tuple[str, ...] | None = None  # only these dataset labels / panels (None: all)
     algorithms: tuple[str, ...] | None = None  # only these algorithm labels (None: all)
     models: tuple[str, ...] | None = None  # only these model labels (None: all)
+
+    @property
+    def reference(self) -> str | None:
+        return dict(self.options).get("reference")
 
 
 @dataclass(frozen=True)
@@ -198,7 +204,8 @@ class Experiment:
                             model=model.name, model_options=model.options, epsilon=eps, delta=self.delta,
                             rep=rep, seed=self.seed, optimum=self.optimum, label=algo.label,
                             dataset_label=ds.label, model_label=model.label, dataset_panel=ds.panel or ds.label,
-                            draw=draw, tuning=algo.tuning)
+                            draw=draw, tuning=algo.tuning, plugin=algo.plugin, plugin_digest=algo.plugin_digest,
+                            dataset_base=ds.base)
 
             if algo.tuning is None:
                 out.extend(cell(params, eps, rep) for rep in self.seeds for params in algo.grid
@@ -377,9 +384,10 @@ def from_dict(raw: Any, *, name: str = "experiment", profile: str = DEFAULT_PROF
     if not exp_name or any(c in exp_name for c in "/\\") or exp_name.startswith("."):
         raise SpecError(f"name: {exp_name!r} cannot be a folder name; use letters, digits, - and _")
     grid = all(key in spec for key in ("datasets", "models", "algorithms"))
-    datasets = _components(spec["datasets"], "datasets", _dataset_check, sweepable=True) if grid else ()
+    base = "" if source.startswith("<") else str(Path(source).resolve().parent)  # relative paths start there
+    datasets = _components(spec["datasets"], "datasets", _dataset_check, sweepable=True, base=base) if grid else ()
     models = _components(spec["models"], "models", _model_check) if grid else ()
-    algorithms = _algorithms(spec["algorithms"], datasets, models) if grid else ()
+    algorithms = _algorithms(spec["algorithms"], datasets, models, base) if grid else ()
     any_private = any(a.private and a.epsilons is None for a in algorithms)
     epsilons = _epsilons(spec.get("epsilons"), required=any_private)
     delta = _delta(spec.get("delta", "1/n"))
@@ -390,7 +398,7 @@ def from_dict(raw: Any, *, name: str = "experiment", profile: str = DEFAULT_PROF
         _check_producible(spec.get("metrics"), metrics, figures, datasets, models, algorithms)
     seed = _int(spec.get("seed", 0), "seed", minimum=0)
     seeds = _seeds(spec.get("seeds", 1))
-    audits = _audits(spec.get("audits"), seed)
+    audits = _audits(spec.get("audits"), seed, base)
     return Experiment(
         name=exp_name, description=_string(spec, "description"), paper=_string(spec, "paper"), profile=profile,
         seed=seed, seeds=seeds, datasets=datasets, models=models, algorithms=algorithms, epsilons=epsilons,
@@ -437,7 +445,7 @@ def _entry(item: Any, path: str, allowed: tuple[str, ...]) -> dict:
     for key in item:
         if key not in allowed:
             raise SpecError(f"{path}.{key}: unknown key; allowed: {', '.join(allowed)}")
-    if not isinstance(item.get("name"), str):
+    if not isinstance(item.get("name"), str) and not ("plugin" in allowed and "plugin" in item):
         raise SpecError(f"{path}.name: missing or not a string")
     return item
 
@@ -450,35 +458,31 @@ def _options(value: Any, path: str) -> dict:
     return value
 
 
+def _declared(entry: Any, options: dict, path: str) -> None:
+    """Check `options` against a registry entry's declared parameters (SpecError `path.options.key: ...`)."""
+    try:
+        entry.validate(options)
+    except ValueError as exc:
+        raise SpecError(f"{path}.options.{exc}") from None
+
+
+def _lookup(registry: Any, name: str, path: str) -> Any:
+    try:
+        return registry.lookup(name)
+    except ValueError as exc:
+        raise SpecError(f"{path}.name: {exc}") from None
+
+
 def _dataset_check(name: str, options: dict, path: str) -> None:
     from dpbench import data
 
-    if name not in data.DATASETS:
-        raise SpecError(f"{path}.name: unknown dataset {name!r}; choose one of {', '.join(sorted(data.DATASETS))}")
-    allowed = set(data.option_names(name)) | {"n", "test_fraction", "val_fraction"}
-    for key, value in options.items():
-        if key not in allowed:
-            raise SpecError(f"{path}.options.{key}: unknown option for {name}; allowed: {', '.join(sorted(allowed))}")
-        if key in ("n", "d") and value is not None:
-            _int(value, f"{path}.options.{key}", minimum=1)
-        if key in ("test_fraction", "val_fraction"):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
-                raise SpecError(f"{path}.options.{key}: must be a number in [0, 1), got {value!r}")
+    _declared(_lookup(data.DATASETS, name, path), options, path)
 
 
 def _model_check(name: str, options: dict, path: str) -> None:
     from dpbench import models
 
-    if name not in models.MODELS:
-        raise SpecError(f"{path}.name: unknown model {name!r}; choose one of {', '.join(sorted(models.MODELS))}")
-    allowed = models.MODELS[name].options
-    for key, value in options.items():
-        if key not in allowed:
-            raise SpecError(f"{path}.options.{key}: unknown option for {name}; allowed: {', '.join(sorted(allowed))}")
-        default = allowed[key]
-        if isinstance(default, (int, float)) and not isinstance(default, bool):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise SpecError(f"{path}.options.{key}: must be a number >= 0, got {value!r}")
+    _declared(_lookup(models.MODELS, name, path), options, path)
 
 
 def _sweep(value: Any, path: str) -> tuple[str, list] | None:
@@ -497,7 +501,12 @@ def _sweep(value: Any, path: str) -> tuple[str, list] | None:
     return option, values
 
 
-def _components(value: Any, key: str, check, sweepable: bool = False) -> tuple[Component, ...]:
+def _frozen(options: dict) -> tuple[tuple[str, Any], ...]:
+    """Options as sorted (name, value) pairs, list values as tuples (hashable; the same JSON in a key)."""
+    return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in options.items()))
+
+
+def _components(value: Any, key: str, check, sweepable: bool = False, base: str = "") -> tuple[Component, ...]:
     if not isinstance(value, list) or not value:
         raise SpecError(f"{key}: must be a non-empty list")
     out: list[Component] = []
@@ -516,14 +525,13 @@ def _components(value: Any, key: str, check, sweepable: bool = False) -> tuple[C
             "" if not options else "[" + ",".join(f"{k}={v}" for k, v in sorted(options.items())) + "]")
         if sweep is None:
             check(entry["name"], options, path)
-            out.append(Component(entry["name"], tuple(sorted(options.items())), str(label), str(label), optional))
+            out.append(Component(entry["name"], _frozen(options), str(label), str(label), optional, base))
             continue
         option, values = sweep
         for j, v in enumerate(values):
             point = {**options, option: v}
             check(entry["name"], point, f"{path}.sweep.{option}[{j}]")
-            out.append(Component(entry["name"], tuple(sorted(point.items())), f"{label} {option}={v}", str(label),
-                                 optional))
+            out.append(Component(entry["name"], _frozen(point), f"{label} {option}={v}", str(label), optional, base))
     labels = [c.label for c in out]
     if len(set(labels)) != len(labels):
         raise SpecError(f"{key}: two entries share the label {sorted(l for l in labels if labels.count(l) > 1)[0]!r}; "
@@ -545,28 +553,52 @@ def _restriction(value: Any, path: str, components: tuple[Component, ...]) -> tu
     return tuple(value)
 
 
-def _algorithms(value: Any, datasets: tuple[Component, ...] = (), models: tuple[Component, ...] = ()
-                ) -> tuple[AlgorithmSpec, ...]:
-    from dpbench import algorithms
+def _algorithm_of(entry: dict, path: str, base: str) -> tuple[Any, str | None, str | None]:
+    """(AlgorithmInfo, plugin reference, plugin digest) of an algorithm entry: a registered `name`, or
+    a `plugin:` reference (a file relative to the YAML's folder, or module:object) loaded now."""
+    from dpbench import algorithms, plugins
 
+    reference = entry.get("plugin")
+    if reference is None:
+        return _lookup(algorithms.REGISTRY, entry["name"], path), None, None
+    if not isinstance(reference, str):
+        raise SpecError(f"{path}.plugin: must be a reference such as my_method.py:fit or my_package.module:fit, "
+                        f"got {reference!r}")
+    try:
+        canonical = plugins.resolve(reference, base or None)
+        info = plugins.load(canonical)
+        fingerprint = plugins.fingerprint(canonical)
+    except DpbenchError as exc:
+        raise SpecError(f"{path}.plugin: {exc}") from None
+    if not isinstance(info, algorithms.AlgorithmInfo):
+        raise SpecError(f"{path}.plugin: {reference} declares a {type(info).__name__}, not an algorithm "
+                        f"(decorate its fit with @dpbench.algorithms.algorithm(...))")
+    if entry.get("name", info.name) != info.name:
+        raise SpecError(f"{path}.name: the plugin declares the algorithm {info.name!r}; leave name out or write that")
+    return info, canonical, fingerprint
+
+
+ALGORITHM_KEYS = ("name", "plugin", "params", "label", "models", "datasets", "tuning", "epsilons")
+
+
+def _algorithms(value: Any, datasets: tuple[Component, ...] = (), models: tuple[Component, ...] = (),
+                base: str = "") -> tuple[AlgorithmSpec, ...]:
     if not isinstance(value, list) or not value:
         raise SpecError("algorithms: must be a non-empty list")
     out: list[AlgorithmSpec] = []
     for i, item in enumerate(value):
         path = f"algorithms[{i}]"
-        entry = _entry(item, path, ("name", "params", "label", "models", "datasets", "tuning", "epsilons"))
-        name = entry["name"]
-        if name not in algorithms.REGISTRY:
-            raise SpecError(f"{path}.name: unknown algorithm {name!r}; choose one of "
-                            f"{', '.join(sorted(algorithms.REGISTRY))} (see `dpbench list algorithms`)")
-        info = algorithms.REGISTRY[name]
+        entry = _entry(item, path, ALGORITHM_KEYS)
+        info, plugin, plugin_digest = _algorithm_of(entry, path, base)
         axes = _param_axes(info, _options(entry.get("params"), f"{path}.params"), f"{path}.params")
         grid = tuple(tuple(combo) for combo in itertools.product(*axes))
-        out.append(AlgorithmSpec(name=name, label=str(entry.get("label") or name), grid=grid, private=info.private,
+        out.append(AlgorithmSpec(name=info.name, label=str(entry.get("label") or info.name), grid=grid,
+                                 private=info.private,
                                  models=_restriction(entry.get("models"), f"{path}.models", models),
                                  datasets=_restriction(entry.get("datasets"), f"{path}.datasets", datasets),
                                  tuning=_tuning(entry.get("tuning"), f"{path}.tuning", info.private, len(grid)),
-                                 epsilons=_entry_epsilons(entry.get("epsilons"), f"{path}.epsilons", info.private)))
+                                 epsilons=_entry_epsilons(entry.get("epsilons"), f"{path}.epsilons", info.private),
+                                 plugin=plugin, plugin_digest=plugin_digest))
     seen: dict[tuple[str, str, str], int] = {}
     for i, algo in enumerate(out):  # a label may repeat only where the entries cover disjoint panels
         for ds, model in itertools.product(datasets, models):
@@ -580,7 +612,12 @@ def _algorithms(value: Any, datasets: tuple[Component, ...] = (), models: tuple[
 
 
 def _param_axes(info, params: dict, path: str) -> list[list[tuple[str, Any]]]:
-    """Per hyperparameter of the algorithm, its checked values (a YAML list is a grid axis)."""
+    """Per hyperparameter of the algorithm, its checked values (a YAML list is a grid axis), in the
+    order the algorithm declares them; defaults filled in."""
+    for key in params:
+        if all(hp.name != key for hp in info.params):
+            raise SpecError(f"{path}.{key}: unknown hyperparameter of {info.name}; allowed: "
+                            f"{', '.join(hp.name for hp in info.params)}")
     axes: list[list[tuple[str, Any]]] = []
     for hp in info.params:
         raw = params.get(hp.name, hp.default)
@@ -595,32 +632,28 @@ def _param_axes(info, params: dict, path: str) -> list[list[tuple[str, Any]]]:
             except ValueError as exc:
                 raise SpecError(f"{where}: {exc}") from None
         axes.append(checked)
-    for key in params:
-        if all(hp.name != key for hp in info.params):
-            raise SpecError(f"{path}.{key}: unknown hyperparameter of {info.name}; allowed: "
-                            f"{', '.join(hp.name for hp in info.params)}")
     return axes
 
 
 AUDIT_KEYS = ("dataset", "rows", "model", "trials", "alpha", "delta", "epsilons", "canary", "algorithms")
-AUDIT_ENTRY_KEYS = ("name", "label", "params", "canary", "model", "trials", "epsilons")
+AUDIT_ENTRY_KEYS = ("name", "plugin", "label", "params", "canary", "model", "trials", "epsilons")
 
 
-def _audits(value: Any, seed: int) -> tuple:
+def _audits(value: Any, seed: int, base: str = "") -> tuple:
     """`audits:` -> one AuditSetup per (algorithm entry, epsilon): the distinguishing games of
     dpbench.audit. Block-level keys are defaults an entry may override (canary, model, trials,
     epsilons); hyperparameters take single values (an audit tests one mechanism, no selection)."""
     if value is None:
         return ()
-    from dpbench import algorithms
-    from dpbench.audit import CANARIES, AuditSetup, check_setup
+    from dpbench.audit_setup import AuditSetup, check_setup
+    from dpbench.canaries import CANARIES
 
     if not isinstance(value, dict):
         raise SpecError(f"audits: must be a mapping with {', '.join(AUDIT_KEYS)}")
     for key in value:
         if key not in AUDIT_KEYS:
             raise SpecError(f"audits.{key}: unknown key; allowed: {', '.join(AUDIT_KEYS)}")
-    dataset = _components([value.get("dataset", "breast_cancer")], "audits.dataset", _dataset_check)[0]
+    dataset = _components([value.get("dataset", "breast_cancer")], "audits.dataset", _dataset_check, base=base)[0]
     rows = None if value.get("rows") is None else _int(value["rows"], "audits.rows", minimum=2)  # None: the recipe's
     alpha = value.get("alpha", 0.05)
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
@@ -635,10 +668,8 @@ def _audits(value: Any, seed: int) -> tuple:
     for i, item in enumerate(entries):
         path = f"audits.algorithms[{i}]"
         entry = _entry(item, path, AUDIT_ENTRY_KEYS)
-        name = entry["name"]
-        if name not in algorithms.REGISTRY:
-            raise SpecError(f"{path}.name: unknown algorithm {name!r}; choose one of {', '.join(sorted(algorithms.REGISTRY))}")
-        info = algorithms.REGISTRY[name]
+        info, plugin, plugin_digest = _algorithm_of(entry, path, base)
+        name = info.name
         given = _options(entry.get("params"), f"{path}.params")
         axes = _param_axes(info, given, f"{path}.params")
         if any(len(axis) > 1 for axis in axes):
@@ -646,18 +677,21 @@ def _audits(value: Any, seed: int) -> tuple:
         # only the given hyperparameters: the canary recipe's recommended ones fill the rest
         params = tuple(sorted(axis[0] for axis in axes if axis[0][0] in given))
         canary = entry.get("canary", value.get("canary", "spare_feature"))
-        if canary not in CANARIES:
-            raise SpecError(f"{path}.canary: unknown canary recipe {canary!r}; choose one of {', '.join(sorted(CANARIES))}")
+        try:
+            recipe = CANARIES.lookup(canary)
+        except ValueError as exc:
+            raise SpecError(f"{path}.canary: {exc}") from None
         model = _components([entry.get("model", value.get("model", "logreg"))], f"{path}.model", _model_check)[0]
         trials = _int(entry.get("trials", value.get("trials", 500)), f"{path}.trials", minimum=20)
         epsilons = _epsilons(entry.get("epsilons", value.get("epsilons")), required=info.private)
-        own_data = not CANARIES[canary].needs_dataset  # e.g. pidp_constant builds its own rows
+        own_data = not recipe.needs_dataset  # e.g. pidp_constant builds its own rows
         for eps in epsilons if info.private else (None,):
             setup = AuditSetup(algorithm=name, params=params, dataset=None if own_data else dataset.name,
                                dataset_options=() if own_data else dataset.options, model=model.name,
                                model_options=model.options, epsilon=eps, delta=float(delta), trials=trials,
                                canary=canary, rows=None if own_data else rows, alpha=float(alpha), seed=seed,
-                               label=str(entry.get("label") or name))
+                               label=str(entry.get("label") or name), plugin=plugin, plugin_digest=plugin_digest,
+                               dataset_base="" if own_data else dataset.base)
             try:
                 check_setup(setup)
             except DpbenchError as exc:
@@ -754,8 +788,7 @@ def _metrics(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
-#: what a figure kind needs of the grid: an iterate trace, or a dataset swept over n or d
-_FIGURE_NEEDS = {"metric_over_iterations": "trace", "metric_over_n": "n", "metric_over_d": "d"}
+FIGURE_KEYS = ("name", "kind", "metric", "title", "datasets", "algorithms", "models")  # + the kind's own options
 
 
 def _swept(datasets: tuple[Component, ...]) -> dict[str, set[str]]:
@@ -802,7 +835,7 @@ def _check_producible(raw_metrics: Any, metrics: tuple[str, ...], figures: tuple
         reason = first_reason(fig.metric, shown)
         if reason:
             raise SpecError(f"figures[{i}].metric: {reason}, nor any other dataset/model this figure draws")
-        need = _FIGURE_NEEDS.get(fig.kind)
+        need = FIGURES.lookup(fig.kind).needs
         if need == "trace" and not traced:
             raise SpecError(f"figures[{i}].kind: {fig.kind} draws iterate traces, but no algorithm sets trace_every; "
                             f"add e.g. params: {{trace_every: 100}} to the algorithms it should draw")
@@ -816,32 +849,35 @@ def _figures(value: Any, metrics: tuple[str, ...], datasets: tuple[Component, ..
     if value is None:
         return tuple(FigureSpec(name=m, kind="metric_over_epsilon", metric=m, title="") for m in metrics)
     if not isinstance(value, list):
-        raise SpecError("figures: must be a list of {name, kind, metric, title, reference}")
+        raise SpecError("figures: must be a list of {name, kind, metric, title, ...}")
     out = []
     for i, item in enumerate(value):
         path = f"figures[{i}]"
         if not isinstance(item, dict):
             raise SpecError(f"{path}: must be a mapping with name, kind, metric and optional title")
+        kind_name = item.get("kind", "metric_over_epsilon")
+        try:
+            kind = FIGURES.lookup(kind_name)
+        except ValueError as exc:
+            raise SpecError(f"{path}.kind: {exc}") from None
+        own = [p.name for p in kind.params]  # the kind's declared options, e.g. reference
         for key in item:
-            if key not in ("name", "kind", "metric", "title", "reference", "datasets", "algorithms", "models"):
-                raise SpecError(f"{path}.{key}: unknown key; allowed: name, kind, metric, title, reference, datasets, "
-                                f"algorithms, models")
-        reference = item.get("reference")
-        if reference is not None and reference not in REFERENCES:
-            raise SpecError(f"{path}.reference: unknown reference line {reference!r}; choose one of {', '.join(REFERENCES)}")
-        if reference is not None and item.get("kind") != "metric_over_n":
-            raise SpecError(f"{path}.reference: only figures of kind metric_over_n draw a reference line")
-        kind = item.get("kind", "metric_over_epsilon")
-        if kind not in FIGURE_KINDS:
-            raise SpecError(f"{path}.kind: unknown figure kind {kind!r}; choose one of {', '.join(FIGURE_KINDS)}")
+            if key not in FIGURE_KEYS and key not in own:
+                raise SpecError(f"{path}.{key}: unknown key; allowed: {', '.join(FIGURE_KEYS + tuple(own))}"
+                                + ("" if own else f" (kind {kind.name} has no options of its own)"))
+        options = {k: item[k] for k in own if k in item}
+        try:
+            kind.validate(options)
+        except ValueError as exc:
+            raise SpecError(f"{path}.{exc}") from None
         metric = item.get("metric")
         if metric not in metrics:
             raise SpecError(f"{path}.metric: {metric!r} is not among this experiment's metrics ({', '.join(metrics)})")
         name = item.get("name", metric)
         if not isinstance(name, str) or not name or "/" in name:
             raise SpecError(f"{path}.name: must be a file stem such as fig1-accuracy, got {name!r}")
-        out.append(FigureSpec(name=name, kind=kind, metric=metric, title=str(item.get("title", "")),
-                              reference=reference,
+        out.append(FigureSpec(name=name, kind=kind.name, metric=metric, title=str(item.get("title", "")),
+                              options=tuple(sorted(options.items())),
                               datasets=_restriction(item.get("datasets"), f"{path}.datasets", datasets),
                               algorithms=_restriction(item.get("algorithms"), f"{path}.algorithms",
                                                       tuple(Component(a.name, (), a.label) for a in algorithms)),

@@ -118,11 +118,13 @@ def test_input_perturbation_per_example_noise_is_refuted(tmp_path, data_dir):
 
 # ---- plumbing -----------------------------------------------------------------------------------
 def test_adjacency_and_neighbours():
-    assert A.game_adjacency("paper: replace-one; epsilon_spent: add/remove-one") == "replace-one"
-    assert A.game_adjacency("add/remove-one") == "add/remove-one"
-    assert A.game_adjacency(None) == "add/remove-one"
-    with pytest.raises(A.AuditError):
-        A.game_adjacency("swap-two")
+    # stored adjacencies, typed and as records written before the ledger was typed (PIDP-SGD's free text)
+    assert A.claimed_adjacency("paper: replace-one; epsilon_spent: add/remove-one") == "replace-one"
+    assert A.claimed_adjacency("replace-one") == "replace-one"
+    assert A.claimed_adjacency("add/remove-one") == "add/remove-one"
+    assert A.claimed_adjacency(None) == "add/remove-one"
+    with pytest.raises(ValueError, match="unknown adjacency"):
+        A.claimed_adjacency("swap-two")
     _, game = A.build_game(A.AuditSetup.create("pidp_sgd", canary="pidp_constant", rows=10))
     X0, y0, X1, y1 = game.neighbours("replace-one")
     assert X0.shape == X1.shape == (10, 5) and np.array_equal(X1[-1], [0, 1, 0, 0, 0])

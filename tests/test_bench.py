@@ -92,8 +92,8 @@ def test_fits_suite_caps_slow_fits(tiny_data, monkeypatch):
     import dataclasses
     import time
 
-    monkeypatch.setitem(algorithms.REGISTRY, "dpsgd", dataclasses.replace(info, fit=slow_fit))
-    records = bench.fits_suite(data=tiny_data, models=(), algorithms_=("dpsgd",), cap_seconds=0.05)
+    with algorithms.REGISTRY.substituted(dataclasses.replace(info, fit=slow_fit)):
+        records = bench.fits_suite(data=tiny_data, models=(), algorithms_=("dpsgd",), cap_seconds=0.05)
     assert len(records) == 1 and records[0].get("capped") is True
     assert 0.05 <= records[0]["seconds"] < 5.0
 

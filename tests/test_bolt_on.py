@@ -212,7 +212,7 @@ def _cell(model, params=()):
                 delta="1/n", rep=0, seed=0)
 
 
-def test_cell_runner_marks_no_claim_on_the_mlp(data_dir, tmp_path, monkeypatch):
+def test_cell_runner_marks_no_claim_on_the_mlp(data_dir, tmp_path):
     ctx = CellContext(data_dir=str(data_dir), cache_dir=str(tmp_path))
     # L* is irrelevant to the claim: seed the runner's cache so the MLP's multi-start L-BFGS is skipped
     (tmp_path / f"optimum-{_cell('mlp').problem_key}.json").write_text('{"lstar": 0.0}')
@@ -224,11 +224,12 @@ def test_cell_runner_marks_no_claim_on_the_mlp(data_dir, tmp_path, monkeypatch):
     info = REGISTRY["bolt_on"]
 
     def fit_claiming_valid(problem, privacy, rng, **hyper):
-        fit = info.fit(problem, privacy, rng, **hyper)
-        return Fit(theta=fit.theta, privacy={**fit.privacy, "claim": "valid"}, trace=fit.trace)
+        fit = info.fit(problem, privacy, rng, **hyper)  # drops the fit's own reason: the runner must give one
+        return Fit(theta=fit.theta, privacy=dataclasses.replace(fit.privacy, claim="valid", claim_reason=None),
+                   trace=fit.trace)
 
-    monkeypatch.setitem(REGISTRY, "bolt_on", dataclasses.replace(info, fit=fit_claiming_valid))
-    rec = run_cell(_cell("mlp", (("lr", 0.5),)), ctx)
+    with REGISTRY.substituted(dataclasses.replace(info, fit=fit_claiming_valid)):
+        rec = run_cell(_cell("mlp", (("lr", 0.5),)), ctx)
     assert rec["privacy"]["claim"] == "none" and "convex" in rec["privacy"]["claim_reason"]
 
 

@@ -126,19 +126,28 @@ def test_minibatch_trace_projection_and_determinism(linear):
 
 
 @pytest.mark.parametrize("params,match", [
-    ({"steps": 0}, "steps must be an integer >= 1"),
-    ({"steps": 2.5}, "steps must be an integer"),
-    ({"kappa": 0.0}, "kappa must be a finite number > 0"),
-    ({"trim": -1}, "trim must be an integer >= 0"),
-    ({"variant": "paper"}, "variant must be one of corrected, printed"),
-    ({"lr": -1.0}, "lr must be"),
-    ({"radius": 0.0}, "radius must be"),
+    ({"steps": 0}, "steps: must be >= 1"),
+    ({"steps": 2.5}, "steps: must be an integer"),
+    ({"kappa": 0.0}, "kappa: must be > 0"),
+    ({"trim": -1}, "trim: must be >= 0"),
+    ({"variant": "paper"}, "variant: must be one of corrected, printed"),
+    ({"lr": -1.0}, "lr: must be > 0"),
+    ({"radius": 0.0}, "radius: must be > 0"),
+    ({"batch_size": 0}, "batch_size: must be >= 1"),
+    ({"trace_every": -1}, "trace_every: must be >= 0"),
+    ({"center": float("inf")}, "center: must be finite"),
+])
+def test_bad_hyperparameters_are_rejected_by_their_declaration(params, match):
+    with pytest.raises(ValueError, match=match) as info:
+        REGISTRY["ht_bun_steinke"].validate(params)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("params,match", [
     ({"batch_size": 10**6}, "batch_size=1000000 exceeds"),
     ({"batch_size": 4, "trim": 2}, "trim=2 needs more than 2\\*trim rows"),
-    ({"trace_every": -1}, "trace_every must be"),
-    ({"center": float("inf")}, "center must be"),
 ])
-def test_bad_hyperparameters_are_one_line_errors(linear, params, match):
+def test_hyperparameters_that_do_not_fit_the_data_are_one_line_errors(linear, params, match):
     problem, _ = linear
     with pytest.raises(ValueError, match=match) as info:
         fit_bun_steinke(problem, TARGET, np.random.default_rng(0), **params)

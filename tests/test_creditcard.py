@@ -124,6 +124,7 @@ def test_unbalanced_n_and_path_option(card_dir: Path, tmp_path: Path) -> None:
     base = data.load("credit_card", seed=0, data_dir=card_dir)
     np.testing.assert_array_equal(via_path.X_train, base.X_train)  # same content, same result
     assert via_path.provenance["files"][0]["path"] == str(elsewhere.absolute())
+    np.testing.assert_array_equal(data.load("credit_card", seed=0, path=elsewhere).X_train, base.X_train)  # a Path
 
 
 def test_sha256_recorded_not_verified(card_dir: Path) -> None:
@@ -164,12 +165,18 @@ def test_bad_file_one_line_error(tmp_path: Path) -> None:
 
 def test_options() -> None:
     assert data.option_names("credit_card") == {"path", "balanced", "balance_seed"}
-    assert data.DATASETS["credit_card"].source == "user-supplied"
-    with pytest.raises(ValueError, match="true or false"):
+    info = data.DATASETS["credit_card"]
+    assert info.origin == "user-supplied" and info.param("path").path and info.param("path").default is None
+    with pytest.raises(ValueError, match="balanced: must be true or false"):
         data.load("credit_card", balanced="yes")
-    with pytest.raises(ValueError, match="non-negative integer"):
+    with pytest.raises(ValueError, match="balance_seed: must be >= 0, got -1"):
         data.load("credit_card", balance_seed=-1)
-    with pytest.raises(ValueError, match="valid: balance_seed, balanced, path"):
+    with pytest.raises(ValueError, match="balance_seed: must be an integer"):
+        data.load("credit_card", balance_seed=1.5)
+    with pytest.raises(ValueError, match="path: must be a file path or null"):
+        data.load("credit_card", path="")
+    with pytest.raises(ValueError, match="colour: unknown parameter of dataset 'credit_card'; allowed: path, balanced, "
+                                         "balance_seed, n, test_fraction, val_fraction$"):
         data.load("credit_card", colour=1)
 
 

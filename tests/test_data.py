@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
@@ -22,6 +24,7 @@ from scipy import stats
 from dpbench import data
 from dpbench.data import synthetic, uci
 from dpbench.errors import DataError
+from dpbench.registry import Param
 
 REPO = Path(__file__).resolve().parents[1]
 OFFLINE = Path(os.environ.get("DPBENCH_DATA") or REPO.parent / "shared" / "data")
@@ -228,18 +231,24 @@ def test_split_options() -> None:
 
 
 def test_bad_name_and_options(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="valid: adult, bank"):
+    with pytest.raises(ValueError, match="unknown dataset 'adults'; choose one of adult, bank, breast_cancer"):
         data.load("adults")
-    with pytest.raises(ValueError, match="valid: positive_class"):
+    with pytest.raises(ValueError, match="color: unknown parameter of dataset 'iris'; allowed: positive_class, n, "
+                                         "test_fraction, val_fraction$"):
         data.load("iris", data_dir=tmp_path, color="red")
-    with pytest.raises(ValueError, match="valid values: virginica, versicolor, setosa"):
+    with pytest.raises(ValueError, match="positive_class: must be one of virginica, versicolor, setosa; got 'rose'"):
         data.load("iris", data_dir=tmp_path, positive_class="rose")
-    with pytest.raises(ValueError, match="valid: none"):
+    with pytest.raises(ValueError, match="foo: unknown parameter of dataset 'adult'; allowed: n, test_fraction, "
+                                         "val_fraction$"):
         data.load("adult", data_dir=tmp_path, foo=1)
-    with pytest.raises(ValueError, match="valid values: gaussian, student_t, lognormal"):
+    with pytest.raises(ValueError, match="features: must be one of gaussian, student_t, lognormal"):
         data.load("synthetic_linear", features="cauchy")
-    with pytest.raises(ValueError, match="test_fraction"):
+    with pytest.raises(ValueError, match=r"test_fraction: test_fraction \+ val_fraction must be < 1"):
         data.load("synthetic_linear", n=100, test_fraction=0.6, val_fraction=0.5)
+    with pytest.raises(ValueError, match="val_fraction: must be < 1"):
+        data.load("iris", data_dir=tmp_path, val_fraction=1.0)
+    with pytest.raises(ValueError, match="drop_duration: must be true or false"):
+        data.load("bank", data_dir=tmp_path, drop_duration="yes")
     assert data.option_names("iris") == {"positive_class"}
     assert data.option_names("breast_cancer") == {"missing"}
     assert data.option_names("bank") == {"drop_duration"}
@@ -248,10 +257,100 @@ def test_bad_name_and_options(tmp_path: Path) -> None:
     assert data.option_names("synthetic_logistic") == synthetic_options
     assert set(data.DATASETS) == {"adult", "bank", "kddcup99", "breast_cancer", "iris",
                                   "synthetic_linear", "synthetic_logistic", "credit_card",
-                                  "synthetic_population"}  # fmt: skip
+                                  "synthetic_population", "csv"}  # fmt: skip
     for info in data.DATASETS.values():
         assert info.description and info.citation and info.task in ("classification", "regression")
-        assert info.source in ("uci", "synthetic", "user-supplied")
+        assert info.origin in ("uci", "synthetic", "user-supplied") and info.source == "built-in"
+        assert [p.name for p in info.params][-3:] == ["n", "test_fraction", "val_fraction"]
+
+
+def test_validate_checks_a_spec_options_mapping() -> None:
+    """DATASETS[name].validate: the whole `options:` of a spec (own and common options), defaults filled."""
+    iris = data.DATASETS["iris"]
+    assert iris.validate({"n": 60}) == {"positive_class": "virginica", "n": 60, "test_fraction": 0.2,
+                                        "val_fraction": 0.2}
+    assert iris.validate({"test_fraction": 0}, fill=False) == {"test_fraction": 0.0}
+    for name, options, message in [
+        ("adult", {"n": -5}, "n: must be >= 1, got -5"),
+        ("adult", {"n": 2.5}, "n: must be an integer, got 2.5"),
+        ("adult", {"test_fraction": 1.5}, "test_fraction: must be <= 1, got 1.5"),
+        ("adult", {"test_fraction": 1}, "test_fraction: must be < 1, got 1"),
+        ("adult", {"test_fraction": 0.5, "val_fraction": 0.5},
+         "test_fraction: test_fraction + val_fraction must be < 1"),
+        ("breast_cancer", {"missing": "mean"}, "missing: must be one of drop, impute; got 'mean'"),
+        ("synthetic_logistic", {"noise_sigma": 1.0}, "noise_sigma: must be < 1"),
+        ("synthetic_linear", {"noise_sigma": 0}, "noise_sigma: must be > 0"),
+        ("synthetic_linear", {"d": 0}, "d: must be >= 1"),
+        ("credit_card", {"path": ""}, "path: must be a file path or null"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            data.DATASETS[name].validate(options)
+    # the test split of synthetic_population is the whole pool: test_fraction is ignored, so no sum rule
+    assert data.DATASETS["synthetic_population"].validate({"test_fraction": 0.5, "val_fraction": 0.6})["val_fraction"] \
+        == 0.6
+    assert data.DATASETS["synthetic_linear"].validate({"noise_sigma": 3})["noise_sigma"] == 3.0
+
+
+def test_a_data_set_declared_once_is_registered_and_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A loader decorated with `dataset(...)` is the whole declaration: it is listed, its annotated
+    keywords are validated options (with the common ones), and data.load reaches it."""
+    monkeypatch.setattr(data.DATASETS, "_entries", dict(data.DATASETS.items()))  # removed again after the test
+
+    @data.dataset("tiny_test_set", description="two clusters", citation="a test", task="classification",
+                  origin="synthetic")
+    def tiny(common: data.Common, *,
+             shift: Annotated[float, Param("distance between the clusters", minimum=0)] = 1.0) -> data.Dataset:
+        rng = np.random.default_rng(common.seed)
+        n = common.n or 40
+        y = np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
+        X = np.clip(rng.normal(size=(n, 2)) * 0.1 + shift * y[:, None] * 0.3, -0.7, 0.7)
+        cut = n - round(common.test_fraction * n)
+        return data.Dataset(name="tiny_test_set", task="classification", X_train=X[:cut], y_train=y[:cut],
+                            X_val=X[:0], y_val=y[:0], X_test=X[cut:], y_test=y[cut:], feature_names=("a", "b"),
+                            provenance={"shift": shift})
+
+    info = data.DATASETS["tiny_test_set"]
+    assert tiny.dpbench_component is info and info.load is tiny and info.origin == "synthetic"
+    assert "tiny_test_set" in data.DATASETS and data.option_names("tiny_test_set") == {"shift"}
+    assert [p.name for p in info.params] == ["shift", "n", "test_fraction", "val_fraction"]
+    ds = data.load("tiny_test_set", seed=3, n=20, test_fraction=0.25, shift=2)
+    assert (ds.n_train, ds.X_test.shape[0], ds.provenance["shift"]) == (15, 5, 2.0)
+    with pytest.raises(ValueError, match="shift: must be >= 0"):
+        data.load("tiny_test_set", shift=-1)
+    with pytest.raises(ValueError, match="registered twice"):
+        data.dataset("tiny_test_set", description="again", citation="", task="classification", origin="synthetic")(tiny)
+
+    def clashing(common: data.Common, *, n: Annotated[int, Param("rows")] = 3) -> data.Dataset:
+        raise AssertionError
+
+    with pytest.raises(TypeError, match="common to all data sets"):
+        data.dataset("clash", description="", citation="", task="classification", origin="synthetic")(clashing)
+    assert "clash" not in data.DATASETS
+
+
+def test_importing_reads_no_data_file(tmp_path: Path) -> None:
+    """Registering the built-ins, listing and validating them never opens a data file."""
+    code = ("import builtins, io; opened = []; real = io.open\n"
+            "def spy(file, *a, **k):\n    opened.append(str(file)); return real(file, *a, **k)\n"
+            "builtins.open = io.open = spy\n"
+            "from dpbench import data\n"
+            "[info.validate({}) for info in data.DATASETS.values() if info.name != 'csv']\n"
+            "print([f for f in opened if 'shared' in f or f.endswith(('.data', '.csv', '.gz', '.zip'))])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO,
+                         env={**os.environ, "DPBENCH_DATA": str(OFFLINE)})
+    assert out.stdout.strip() == "[]"
+
+
+def test_uci_declarations_are_the_only_place() -> None:
+    """Files, sums, label rules and public ranges all come from the UciSpec declarations."""
+    assert set(uci.SHA256) == {path for spec in uci.SPECS.values() for path in spec.paths}
+    assert [name for name, info in data.DATASETS.items() if info.origin == "uci"] == list(uci.SPECS)
+    iris = uci.SPECS["iris"]
+    assert iris.label.resolve(iris.labels, {"positive_class": "setosa"}) == (
+        {"Iris-setosa"}, "'Iris-setosa' -> +1, the other two species -> -1 (one-vs-rest)")
+    kdd = uci.SPECS["kddcup99"]
+    assert kdd.label.resolve(["normal", "smurf", "neptune"], {})[0] == {"smurf", "neptune"}
+    assert uci.SPECS["breast_cancer"].public_range == (1.0, 10.0)
 
 
 def test_data_dir_precedence(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

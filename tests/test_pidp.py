@@ -13,6 +13,7 @@ from dpbench import models
 from dpbench.algorithms import PrivacyTarget, Problem
 from dpbench.algorithms import pidp  # registers pidp_sgd
 from dpbench.algorithms.base import REGISTRY
+from dpbench.ledger import Adjacency
 from dpbench.algorithms.nonprivate import minimize_empirical_risk
 from dpbench.privacy import calibrate_dpsgd_noise, classical_gaussian_sigma, dpsgd_epsilon_report
 
@@ -170,6 +171,9 @@ def test_ledger_is_paper_only_and_records_what_was_computed():
     T = round(1.5 * n)
     eps1, eps2, d1, d2 = 0.75 * eps, 0.25 * eps, delta / 2, delta / 2
     assert led["claim"] == "paper-only" and led["private"] is True
+    # the paper's claim is replace-one; the accountant's epsilon_spent composes add/remove-one steps
+    assert led["adjacency"] == "replace-one" and led["spent_adjacency"] == "add/remove-one"
+    assert led.adjacency is Adjacency.REPLACE_ONE and led.spent_adjacency is Adjacency.ADD_REMOVE
     for key in ("mechanism", "target_epsilon", "delta", "epsilon_spent", "epsilon_spent_note", "sigma", "sigma_c",
                 "tau", "radius", "zeta", "epsilon1", "epsilon2", "delta1", "delta2", "R", "T_local", "T", "steps",
                 "E", "hessian", "noise_free_steps", "noise_free_fraction", "noisy_fraction", "noise_multiplier"):

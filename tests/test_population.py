@@ -15,7 +15,8 @@ SMALL = {"pool": 20_000}  # keeps the tests fast; the default pool is 200,000
 
 def test_sizes_and_provenance() -> None:
     ds = data.load("synthetic_population", seed=0)
-    assert ds.task == "classification" and data.DATASETS["synthetic_population"].source == "synthetic"
+    info = data.DATASETS["synthetic_population"]
+    assert ds.task == "classification" and info.origin == "synthetic" and info.population and info.known_parameter
     assert (ds.n_train, ds.X_val.shape, ds.X_test.shape) == (1000, (200, 10), (200_000, 10))
     assert ds.feature_names == tuple(f"x{j}" for j in range(10))  # no intercept
     prov = ds.provenance
@@ -110,15 +111,18 @@ def test_labels_follow_sigmoid() -> None:
 
 def test_bad_options() -> None:
     assert data.option_names("synthetic_population") == {"pool", "pool_seed", "d", "scale"}
-    with pytest.raises(ValueError, match="pool=0"):
+    with pytest.raises(ValueError, match="pool: must be >= 1, got 0"):
         data.load("synthetic_population", pool=0)
-    with pytest.raises(ValueError, match="scale"):
+    with pytest.raises(ValueError, match="scale: must be >= 0, got -1"):
         data.load("synthetic_population", scale=-1.0)
-    with pytest.raises(ValueError, match="d=2.5"):
+    with pytest.raises(ValueError, match="pool_seed: must be >= 0"):
+        data.load("synthetic_population", pool_seed=-1)
+    with pytest.raises(ValueError, match="d: must be an integer, got 2.5"):
         data.load("synthetic_population", d=2.5)
-    with pytest.raises(ValueError, match="n must be"):
+    with pytest.raises(ValueError, match="n: must be >= 1, got 0"):
         data.load("synthetic_population", n=0)
-    with pytest.raises(ValueError, match="val_fraction"):
+    with pytest.raises(ValueError, match="val_fraction: must be < 1"):
         data.load("synthetic_population", val_fraction=1.0)
-    with pytest.raises(ValueError, match="valid: d, pool, pool_seed, scale"):
+    with pytest.raises(ValueError, match="noise: unknown parameter of dataset 'synthetic_population'; allowed: pool, "
+                                         "pool_seed, d, scale, n, test_fraction, val_fraction$"):
         data.load("synthetic_population", noise=1)

@@ -3,7 +3,6 @@ noise-free equivalence, utility under heavy tails, ledger, minibatches, traces, 
 
 from __future__ import annotations
 
-import inspect
 import math
 
 import numpy as np
@@ -266,17 +265,31 @@ def test_runs_on_logistic_regression_and_the_mlp_with_a_valid_claim():
 
 
 # ---- validation and registration -------------------------------------------------------------------
-BAD = [({"steps": 0}, "steps"), ({"steps": 2.5}, "steps"), ({"lr": -1.0}, "lr"), ({"lr": float("nan")}, "lr"),
-       ({"v": 0.0}, "v must be"), ({"delta_prime": 1.0}, "delta_prime"), ({"delta_prime": 0.0}, "delta_prime"),
-       ({"beta_m": "3log"}, "beta_m"), ({"radius": -1.0}, "radius"), ({"batch_size": 0}, "batch_size"),
-       ({"batch_size": 10_000}, "batch_size must be <="), ({"trace_every": -1}, "trace_every"),
-       ({"steps": True}, "steps")]
+BAD = [({"steps": 0}, "must be >= 1"), ({"steps": 2.5}, "must be an integer"), ({"lr": -1.0}, "must be > 0"),
+       ({"lr": float("nan")}, "must be finite"), ({"v": 0.0}, "must be > 0"), ({"delta_prime": 0.0}, "must be > 0"),
+       ({"delta_prime": 1.5}, "must be <= 1"), ({"beta_m": "3log"}, "must be one of log, 2log"),
+       ({"radius": -1.0}, "must be > 0"), ({"batch_size": 0}, "must be >= 1"), ({"trace_every": -1}, "must be >= 0"),
+       ({"steps": True}, "must be a number")]
+#: what the declarations cannot express: delta' < 1 (Param's maximum is inclusive), batch_size <= n
+BAD_FOR_THE_DATA = [({"delta_prime": 1.0}, "delta_prime must be in (0, 1)"),
+                    ({"batch_size": 10_000}, "batch_size must be <=")]
 
 
 @pytest.mark.parametrize("name", ["ht_robust_gd", "rgd"])
 @pytest.mark.parametrize("params,needle", BAD)
-def test_bad_hyperparameters_give_one_line_errors(name, params, needle):
+def test_bad_hyperparameters_are_rejected_by_their_declaration(name, params, needle):
+    with pytest.raises(ValueError) as info:
+        algorithms.get(name).validate(params)
+    message = str(info.value)
+    (key,) = params
+    assert message.startswith(f"{key}: ") and needle in message and "\n" not in message
+
+
+@pytest.mark.parametrize("name", ["ht_robust_gd", "rgd"])
+@pytest.mark.parametrize("params,needle", BAD_FOR_THE_DATA)
+def test_hyperparameters_the_declaration_cannot_check_give_one_line_errors(name, params, needle):
     p = ridge_problem(n=300)
+    algorithms.get(name).validate(params)  # each value alone is allowed
     with pytest.raises(ValueError) as info:
         algorithms.get(name).fit(p, PrivacyTarget(1.0, 1e-5), np.random.default_rng(0), **params)
     message = str(info.value)
@@ -291,11 +304,12 @@ def test_ht_robust_gd_needs_a_privacy_target():
 
 
 @pytest.mark.parametrize("info", [HT, RGD_INFO])
-def test_registered_defaults_match_the_fit_signature(info):
+def test_registered_with_documented_defaults(info):
     assert info.private is (info.name == "ht_robust_gd") and not info.convex_only
-    sig = inspect.signature(info.fit)
-    assert {k: sig.parameters[k].default for k in info.defaults()} == info.defaults()
-    for hp in info.params:
-        assert hp.check(hp.default) == hp.default
     assert info.defaults() == {"steps": 50, "lr": None, "v": 1.0, "delta_prime": 0.01, "beta_m": "log",
                                "radius": None, "batch_size": None, "trace_every": 0}
+
+
+def test_rgd_declares_the_same_hyperparameters_as_ht_robust_gd():
+    """The baseline must accept and mean what ht_robust_gd does (same s, beta_m, lr rule), so a spec sweeps both."""
+    assert [p.describe() for p in RGD_INFO.params] == [p.describe() for p in HT.params]

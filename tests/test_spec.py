@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from dpbench import spec
-from dpbench.cells import evaluate_delta
+from dpbench.keys import evaluate_delta
 from dpbench.cli import main
 from dpbench.errors import SpecError
 
@@ -203,10 +203,11 @@ def test_reference_line_only_on_figures_over_n(tmp_path):
     path = tmp_path / "f.yaml"
     base = "datasets: [iris]\nmodels: [logreg]\nepsilons: [1]\nalgorithms: [dpsgd]\nmetrics: [accuracy]\n"
     path.write_text(base + "figures:\n  - {metric: accuracy, reference: dpsco_rate}\n")
-    with pytest.raises(SpecError, match="only figures of kind metric_over_n"):
+    with pytest.raises(SpecError, match=r"figures\[0\]\.reference: unknown key; allowed: .* \(kind metric_over_epsilon "
+                                        r"has no options of its own\)"):
         spec.load(path)
     path.write_text(base + "figures:\n  - {metric: accuracy, kind: metric_over_n, reference: magic}\n")
-    with pytest.raises(SpecError, match="unknown reference line 'magic'"):
+    with pytest.raises(SpecError, match=r"figures\[0\]\.reference: must be one of dpsco_rate; got 'magic'"):
         spec.load(path)
 
 

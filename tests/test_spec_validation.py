@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from dpbench import pipeline, spec
-from dpbench.cells import evaluate_delta
+from dpbench.keys import evaluate_delta
 from dpbench.cli import main
 from dpbench.errors import SpecError
 

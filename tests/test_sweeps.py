@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpbench import algorithms, data, models, pipeline, plots, spec
+from dpbench import algorithms, curves, data, models, pipeline, spec
 
 SWEEP_SPEC = """
 name: sweep
@@ -62,11 +62,11 @@ def test_curves_carry_the_panel_and_n_and_the_figure_is_written(sweep_outputs):
 
 def test_dpsco_rate_formula():
     n = np.array([100.0, 1000.0])
-    rate = plots.dpsco_rate(n, d=10, epsilon=0.5, delta=1e-6)
+    rate = curves.dpsco_rate(n, d=10, epsilon=0.5, delta=1e-6)
     expected = 10 * np.log(1e6) / (n**2 * 0.25) + 1 / n
     assert np.allclose(rate, expected, rtol=1e-14)
     # the two regimes: slope -2 while the privacy term dominates, -1 once 1/n does
-    slope = lambda a, b: np.log(plots.dpsco_rate(np.array(b), 10, 0.5, 1e-6) / plots.dpsco_rate(np.array(a), 10, 0.5, 1e-6)) / np.log(b / a)  # noqa: E731
+    slope = lambda a, b: np.log(curves.dpsco_rate(np.array(b), 10, 0.5, 1e-6) / curves.dpsco_rate(np.array(a), 10, 0.5, 1e-6)) / np.log(b / a)  # noqa: E731
     assert slope(10.0, 20.0) == pytest.approx(-2, abs=0.05) and slope(1e7, 2e7) == pytest.approx(-1, abs=0.01)
 
 

@@ -1,17 +1,17 @@
-"""Registered algorithms. Importing this package registers every algorithm module."""
+"""Algorithms. Every module of this package registers its algorithms when imported (`algorithm`
+decorator in base.py); importing the package imports them all, so an algorithm is one file."""
 
-from dpbench.algorithms import (  # noqa: F401  (registration side effect)
-    bolt_on, bun_steinke, dp_lssgd, dpsgd, gradient_perturbation, input_perturbation, nonprivate,
-    objective_perturbation, output_perturbation, pidp, robust_gd, sample_aggregate,
+from dpbench.algorithms.base import (
+    REGISTRY, AlgorithmInfo, Fit, PrivacyTarget, Problem, algorithm, ledger,
 )
-from dpbench.algorithms.base import REGISTRY, AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem
+from dpbench.registry import Param, import_submodules
+
+import_submodules(__name__)
 
 
 def get(name: str) -> AlgorithmInfo:
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown algorithm {name!r}; choose one of {', '.join(sorted(REGISTRY))}") from None
+    """The algorithm called `name` (ValueError listing the valid ones)."""
+    return REGISTRY.lookup(name)
 
 
-__all__ = ["REGISTRY", "AlgorithmInfo", "Fit", "HyperParam", "PrivacyTarget", "Problem", "get"]
+__all__ = ["REGISTRY", "AlgorithmInfo", "Fit", "Param", "PrivacyTarget", "Problem", "algorithm", "get", "ledger"]

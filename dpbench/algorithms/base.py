@@ -8,13 +8,14 @@ spent (never more than the code computed).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
+from dpbench.ledger import Adjacency, Ledger
 from dpbench.models.base import Model
+from dpbench.registry import BUILT_IN, Declared, Param, Registry, current_source, params_of
 
 
 @dataclass(frozen=True)
@@ -40,10 +41,11 @@ class PrivacyTarget:
 
 @dataclass
 class Fit:
-    """What `fit` returns. `privacy` is the ledger entry stored with the cell (see `ledger`)."""
+    """What `fit` returns: parameters, the privacy ledger (`dpbench.ledger.Ledger`, stored with the cell)
+    and an optional trace."""
 
     theta: np.ndarray
-    privacy: dict
+    privacy: Ledger
     trace: list[dict] = field(default_factory=list)
 
 
@@ -54,86 +56,44 @@ MAX_EPOCHS = 10_000
 MAX_STEPS = 10_000_000
 
 
-@dataclass(frozen=True)
-class HyperParam:
-    """One hyperparameter: its type, default, allowed values and what it means (for `--help`/list)."""
-
-    name: str
-    kind: type  # float, int, str or bool
-    default: Any
-    doc: str
-    minimum: float | None = None  # inclusive unless exclusive_minimum
-    exclusive_minimum: bool = False
-    maximum: float | None = None
-    choices: tuple | None = None
-    optional: bool = False  # None is an accepted value
-
-    def check(self, value: Any) -> Any:
-        """Return the value coerced to `kind`, or raise ValueError with the reason (no path)."""
-        if value is None:
-            if self.optional:
-                return None
-            raise ValueError("must be set, got null")
-        if self.kind is bool:
-            if not isinstance(value, bool):
-                raise ValueError(f"must be true or false, got {value!r}")
-            return value
-        if self.kind in (int, float):
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"must be a number, got {value!r}")
-            if self.kind is int and (not float(value).is_integer()):
-                raise ValueError(f"must be an integer, got {value!r}")
-            value = self.kind(value)
-            if not math.isfinite(value):
-                raise ValueError(f"must be finite, got {value!r}")
-            if self.minimum is not None:
-                if self.exclusive_minimum and not value > self.minimum:
-                    raise ValueError(f"must be > {self.minimum:g}, got {value:g}")
-                if not self.exclusive_minimum and not value >= self.minimum:
-                    raise ValueError(f"must be >= {self.minimum:g}, got {value:g}")
-            if self.maximum is not None and not value <= self.maximum:
-                raise ValueError(f"must be <= {self.maximum:g}, got {value:g}")
-        elif self.kind is str:
-            if not isinstance(value, str):
-                raise ValueError(f"must be a string, got {value!r}")
-        if self.choices is not None and value not in self.choices:
-            raise ValueError(f"must be one of {', '.join(map(str, self.choices))}; got {value!r}")
-        return value
-
-
 FitFunction = Callable[..., Fit]
 
 
 @dataclass(frozen=True)
-class AlgorithmInfo:
-    """A registered algorithm: name, paper, whether it is private, its hyperparameters and fit."""
+class AlgorithmInfo(Declared):
+    """A registered algorithm: name, paper, whether it is private, its fit and the parameters
+    that fit declares (`dpbench.registry.params_of`: its annotated keyword arguments)."""
 
     name: str
     title: str
     citation: str
     private: bool
-    params: tuple[HyperParam, ...]
     fit: FitFunction
+    params: tuple[Param, ...] = ()
     convex_only: bool = False  # its privacy proof needs a convex loss
-
-    def param(self, name: str) -> HyperParam:
-        for p in self.params:
-            if p.name == name:
-                return p
-        raise KeyError(name)
-
-    def defaults(self) -> dict:
-        return {p.name: p.default for p in self.params}
+    source: str = BUILT_IN  # or the plugin reference it was loaded from (dpbench.plugins)
 
 
-REGISTRY: dict[str, AlgorithmInfo] = {}
+REGISTRY: Registry[AlgorithmInfo] = Registry("algorithm", builtins="dpbench.algorithms", group="dpbench.algorithms")
 
 
-def register(info: AlgorithmInfo) -> AlgorithmInfo:
-    if info.name in REGISTRY:
-        raise ValueError(f"algorithm {info.name!r} registered twice")
-    REGISTRY[info.name] = info
-    return info
+def algorithm(name: str, *, title: str, citation: str, private: bool, convex_only: bool = False,
+              register: bool = True) -> Callable[[FitFunction], FitFunction]:
+    """Declare `fit(problem, privacy, rng, *, <annotated hyperparameters>) -> Fit` as algorithm `name`.
+
+    The hyperparameters are the fit's keyword-only arguments, each `Annotated[type, Param(...)]`
+    with its default (`dpbench.registry.params_of`). The fit gets `fit.dpbench_component` (its
+    AlgorithmInfo) and is registered unless register=False.
+    """
+    def declare(fit: FitFunction) -> FitFunction:
+        info = AlgorithmInfo(name=name, title=title, citation=citation, private=private, fit=fit,
+                             params=params_of(fit), convex_only=convex_only, source=current_source())
+        fit.dpbench_component = info  # type: ignore[attr-defined]
+        if register:
+            REGISTRY.register(info)
+        return fit
+
+    return declare
 
 
 def ledger(
@@ -144,28 +104,18 @@ def ledger(
     target_epsilon: float | None = None,
     delta: float | None = None,
     epsilon_spent: dict[str, float] | None = None,
+    adjacency: Adjacency | str | None = None,
+    spent_adjacency: Adjacency | str | None = None,
+    sensitivity: float | None = None,
+    claim_reason: str | None = None,
     **details: Any,
-) -> dict:
-    """A privacy ledger entry, the one format every algorithm reports.
-
-    claim: "valid" (the guarantee is proven for this model and the numbers are the
-    accountant's), "none" (non-private, or no valid proof for this model, e.g. a convex-only
-    method on the MLP: then no epsilon is claimed), or "paper-only" (the paper claims epsilon
-    but ALGORITHMS.md §14 finds the proof unsound). epsilon_spent maps accountant name ->
-    epsilon that the code computed for the noise it actually used.
-    """
-    if claim not in ("valid", "none", "paper-only"):
-        raise ValueError(f"claim must be valid, none or paper-only, got {claim!r}")
-    entry = {
-        "private": private,
-        "mechanism": mechanism,
-        "claim": claim,
-        "target_epsilon": target_epsilon,
-        "delta": delta,
-        "epsilon_spent": dict(epsilon_spent or {}),
-    }
-    entry.update(details)
-    return entry
+) -> Ledger:
+    """The privacy ledger of a fit (`dpbench.ledger.Ledger`): the named fields, and the
+    mechanism's own numbers as `details`. epsilon_spent maps accountant name -> epsilon that the
+    code computed for the noise it actually used; claim is valid, none or paper-only (Ledger)."""
+    return Ledger(private=private, mechanism=mechanism, claim=claim, target_epsilon=target_epsilon, delta=delta,
+                  epsilon_spent=dict(epsilon_spent or {}), adjacency=adjacency, spent_adjacency=spent_adjacency,
+                  sensitivity=sensitivity, claim_reason=claim_reason, details=details)
 
 
 def output_sensitivity_claim(model: Model, plan: Any, spent: dict[str, float], epsilon: float,
@@ -209,4 +159,4 @@ def bounded_rows(problem: Problem, bound: float = Model.ROW_NORM_BOUND) -> tuple
     return Problem(model=problem.model, X=problem.X * scale[:, None], y=problem.y), details
 
 
-NON_PRIVATE_LEDGER = dict(private=False, mechanism="none (non-private baseline)", claim="none")
+NON_PRIVATE_LEDGER = dict(private=False, mechanism="none (non-private baseline)", claim="none")  # ledger(**)

@@ -68,18 +68,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Annotated
 
 import numpy as np
 
 from dpbench.algorithms import kernels
-from dpbench.algorithms.base import MAX_EPOCHS
 from dpbench.algorithms.base import (
-    AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, bounded_rows, ledger, output_sensitivity_claim,
-    register,
+    MAX_EPOCHS, Fit, PrivacyTarget, Problem, algorithm, bounded_rows, ledger, output_sensitivity_claim,
 )
 from dpbench.algorithms.sgd import project_to_ball
+from dpbench.ledger import Adjacency
 from dpbench.models.base import Model
 from dpbench.privacy import analytic_gaussian_sigma, gaussian_epsilon, gaussian_noise, laplace_norm_noise
+from dpbench.registry import Param
 
 VARIANTS = ("convex", "strongly_convex", "strongly_convex_constant")
 NOISES = ("gaussian", "laplace_norm")
@@ -169,21 +170,15 @@ class BoltOnPlan:
 def plan_bolt_on(model: Model, n: int, *, variant: str = "convex", epochs: int = 1, batch_size: int = 50,
                  lr: float | None = None, l2: float | None = None, radius: float | None = None,
                  lipschitz_bound: str = "paper") -> BoltOnPlan:
-    """Check the hyperparameters against the sensitivity proof and compute Delta_2."""
-    if variant not in VARIANTS:
-        raise ValueError(f"unknown bolt_on variant {variant!r}; choose one of {', '.join(VARIANTS)}")
-    if lipschitz_bound not in LIPSCHITZ_BOUNDS:
-        raise ValueError(f"lipschitz_bound must be one of {', '.join(LIPSCHITZ_BOUNDS)}, got {lipschitz_bound!r}")
+    """Check the hyperparameters against the sensitivity proof and compute Delta_2.
+
+    Each value on its own is checked by the fit's `Param`s; this checks what they cannot express
+    (lr against 2/beta or 1/beta, a strongly convex variant with l2 = 0).
+    """
     epochs = int(epochs)
-    if epochs < 1:
-        raise ValueError(f"epochs must be an integer >= 1, got {epochs}")
     batch_size = min(int(batch_size), int(n))
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     m = n // batch_size
     lam = model.l2 if l2 is None else float(l2)
-    if lam < 0:
-        raise ValueError(f"l2 must be >= 0, got {lam}")
     constants = "model" if (model.lipschitz is not None and model.smoothness is not None) else "nominal"
     G = float(model.lipschitz) if model.lipschitz is not None else NOMINAL_LIPSCHITZ
     beta = (float(model.smoothness) if model.smoothness is not None else NOMINAL_SMOOTHNESS) + lam
@@ -193,8 +188,6 @@ def plan_bolt_on(model: Model, n: int, *, variant: str = "convex", epochs: int =
                          f"(the model's l2 is {model.l2:g})")
     if radius is None:
         radius = G / lam if lam > 0 else None
-    elif not radius > 0:
-        raise ValueError(f"radius must be > 0, got {radius}")
     L = G + lam * radius if (lipschitz_bound == "paper" and radius is not None) else G
 
     limit = 1.0 if strongly else 2.0
@@ -203,8 +196,6 @@ def plan_bolt_on(model: Model, n: int, *, variant: str = "convex", epochs: int =
         if not beta > 0:
             raise ValueError("bolt_on: the loss has smoothness 0, so the default lr = 1/beta is undefined; set lr")
         lr = 1.0 / beta
-    elif not lr > 0:
-        raise ValueError(f"lr must be > 0, got {lr}")
     elif lr > max_lr * (1 + _LR_TOL):
         raise ValueError(f"bolt_on {variant}: lr={lr:g} exceeds {rule}={max_lr:g} (beta = beta_s + l2 = {beta:g}); "
                          f"the sensitivity proof needs eta <= {rule}")
@@ -251,25 +242,39 @@ def bolt_on_core(model: Model, X: np.ndarray, y: np.ndarray, perm: np.ndarray, p
     return theta
 
 
+@algorithm("bolt_on", title="Bolt-on: output perturbation of permutation-based projected SGD (convex losses only)",
+           citation="Wu, Li, Kumar, Chaudhuri, Jha, Naughton, Bolt-on Differential Privacy for Scalable "
+                    "Stochastic Gradient Descent-based Analytics, SIGMOD 2017; paper 000 ref. [44]; ALGORITHMS.md §2",
+           private=True, convex_only=True)
 def fit_bolt_on(
     problem: Problem,
     privacy: PrivacyTarget,
     rng: np.random.Generator,
     *,
-    variant: str = "convex",
-    epochs: int = 1,
-    batch_size: int = 50,
-    lr: float | None = None,
-    l2: float | None = None,
-    radius: float | None = None,
-    lipschitz_bound: str = "paper",
-    noise: str = "gaussian",
+    variant: Annotated[str, Param(
+        "step-size rule and matching sensitivity: convex (constant eta, Delta = 2kL eta/B), "
+        "strongly_convex (eta_t = min(lr, 1/(mu t)), Delta = 2L/(mu n)), strongly_convex_constant",
+        choices=VARIANTS, paper="Wu et al. 2017; ALGORITHMS.md §2")] = "convex",
+    epochs: Annotated[int, Param("passes k over one fixed random permutation", minimum=1, maximum=MAX_EPOCHS)] = 1,
+    batch_size: Annotated[int, Param("mini-batch size B (floor(n/B) batches per pass; the rest unused)",
+                                     minimum=1)] = 50,
+    lr: Annotated[float | None, Param(
+        "step size eta (cap of the schedule for strongly_convex); none: 1/beta. "
+        "Must be <= 2/beta (convex) or <= 1/beta (strongly convex), else an error",
+        minimum=0, exclusive_minimum=True)] = None,
+    l2: Annotated[float | None, Param("training L2 lambda (= mu), replaces the model's l2 during training; "
+                                      "none: the model's l2", minimum=0)] = None,
+    radius: Annotated[float | None, Param("projection radius R; none: G/lambda (1/lambda for logreg), "
+                                          "no projection if lambda = 0", minimum=0, exclusive_minimum=True)] = None,
+    lipschitz_bound: Annotated[str, Param(
+        "L in Delta: paper (G + lambda R, Wu et al.) or data (G: the regulariser cancels)",
+        choices=LIPSCHITZ_BOUNDS)] = "paper",
+    noise: Annotated[str, Param("gaussian (analytic Gaussian, (eps, delta)-DP) or laplace_norm (pure eps-DP)",
+                                choices=NOISES)] = "gaussian",
 ) -> Fit:
     model, n = problem.model, problem.n
     if privacy.epsilon is None:
         raise ValueError("bolt_on is a private algorithm: it needs a target epsilon")
-    if noise not in NOISES:
-        raise ValueError(f"noise must be one of {', '.join(NOISES)}, got {noise!r}")
     plan = plan_bolt_on(model, n, variant=variant, epochs=epochs, batch_size=batch_size, lr=lr, l2=l2,
                         radius=radius, lipschitz_bound=lipschitz_bound)
     eps = float(privacy.epsilon)
@@ -297,6 +302,7 @@ def fit_bolt_on(
         mechanism = "Bolt-on: output perturbation of permutation SGD, L2-Laplace (density ~ exp(-eps||k||/Delta))"
 
     claim, details = output_sensitivity_claim(model, plan, spent, eps, "Bolt-on's sensitivity proof")
+    claim_reason = details.pop("claim_reason", None)
     plan_d = asdict(plan)
     return Fit(theta=theta + kappa, trace=[], privacy=ledger(
         private=True,
@@ -305,7 +311,9 @@ def fit_bolt_on(
         target_epsilon=eps,
         delta=delta,
         epsilon_spent=spent,
-        adjacency="replace-one",
+        adjacency=Adjacency.REPLACE_ONE,
+        sensitivity=plan.sensitivity,
+        claim_reason=claim_reason,
         noise=noise,
         **noise_details,
         passes=plan_d.pop("epochs"),
@@ -313,39 +321,7 @@ def fit_bolt_on(
         strong_convexity=plan.l2 if variant != "convex" else 0.0,
         records_used=plan.batch_size * plan.batches_per_pass,
         sensitivity_formula=SENSITIVITY_FORMULAS[variant],
-        **{k: v for k, v in plan_d.items() if k != "lr"},
+        **{k: v for k, v in plan_d.items() if k not in ("lr", "sensitivity")},
         **rows,
         **details,
     ))
-
-
-register(AlgorithmInfo(
-    name="bolt_on",
-    title="Bolt-on: output perturbation of permutation-based projected SGD (convex losses only)",
-    citation="Wu, Li, Kumar, Chaudhuri, Jha, Naughton, Bolt-on Differential Privacy for Scalable "
-             "Stochastic Gradient Descent-based Analytics, SIGMOD 2017; paper 000 ref. [44]; ALGORITHMS.md §2",
-    private=True,
-    convex_only=True,
-    fit=fit_bolt_on,
-    params=(
-        HyperParam("variant", str, "convex",
-                   "step-size rule and matching sensitivity: convex (constant eta, Delta = 2kL eta/B), "
-                   "strongly_convex (eta_t = min(lr, 1/(mu t)), Delta = 2L/(mu n)), strongly_convex_constant",
-                   choices=VARIANTS),
-        HyperParam("epochs", int, 1, "passes k over one fixed random permutation", minimum=1, maximum=MAX_EPOCHS),
-        HyperParam("batch_size", int, 50, "mini-batch size B (floor(n/B) batches per pass; the rest unused)",
-                   minimum=1),
-        HyperParam("lr", float, None, "step size eta (cap of the schedule for strongly_convex); none: 1/beta. "
-                   "Must be <= 2/beta (convex) or <= 1/beta (strongly convex), else an error",
-                   minimum=0, exclusive_minimum=True, optional=True),
-        HyperParam("l2", float, None, "training L2 lambda (= mu), replaces the model's l2 during training; "
-                   "none: the model's l2", minimum=0, optional=True),
-        HyperParam("radius", float, None, "projection radius R; none: G/lambda (1/lambda for logreg), "
-                   "no projection if lambda = 0", minimum=0, exclusive_minimum=True, optional=True),
-        HyperParam("lipschitz_bound", str, "paper",
-                   "L in Delta: paper (G + lambda R, Wu et al.) or data (G: the regulariser cancels)",
-                   choices=LIPSCHITZ_BOUNDS),
-        HyperParam("noise", str, "gaussian",
-                   "gaussian (analytic Gaussian, (eps, delta)-DP) or laplace_norm (pure eps-DP)", choices=NOISES),
-    ),
-))

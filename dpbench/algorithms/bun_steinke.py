@@ -85,14 +85,13 @@ per_example_grads. Memory: the (B, p) matrix is refused above MAX_U_FLOATS (2 Gi
 
 from __future__ import annotations
 
-import math
+from typing import Annotated
 
 import numpy as np
 
-from dpbench.algorithms.base import MAX_STEPS
-from dpbench.algorithms.base import AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, ledger, register
+from dpbench.algorithms.base import MAX_STEPS, Fit, PrivacyTarget, Problem, algorithm, ledger
 from dpbench.algorithms.sgd import project_to_ball
-from dpbench.privacy import checks
+from dpbench.ledger import Adjacency
 from dpbench.privacy.smooth_sensitivity import (
     EPS_C_MAX,
     VARIANTS,
@@ -103,6 +102,7 @@ from dpbench.privacy.smooth_sensitivity import (
     bun_steinke_params,
     eps_tilde,
 )
+from dpbench.registry import Param
 
 NAME = "ht_bun_steinke"
 DEFAULT_STEPS = 50
@@ -124,50 +124,43 @@ PRINTED_DEFECTS = (
 )
 
 
-def _int_param(name: str, value, minimum: int) -> int:
-    return checks.integer(f"{NAME}: {name}", value, minimum)
-
-
-def _positive(name: str, value) -> float:
-    return checks.positive(f"{NAME}: {name}", value)
-
-
+@algorithm(NAME, title="Heavy-tailed DP-SCO with known mean range: GD with Bun-Steinke smooth-sensitivity trimmed "
+                      "means ([S4] Alg. 3)",
+           citation="Wang, Xiao, Devadas, Xu, On Differentially Private Stochastic Convex Optimization with "
+                    "Heavy-tailed Data, ICML 2020 (paper 004) Algorithms 2-3, Theorems 3-5; Bun & Steinke 2019; "
+                    "ALGORITHMS.md §10.2-§10.3",
+           private=True)
 def fit_bun_steinke(
     problem: Problem,
     privacy: PrivacyTarget,
     rng: np.random.Generator,
     *,
-    steps: int = DEFAULT_STEPS,
-    lr: float | None = None,
-    kappa: float = DEFAULT_KAPPA,
-    center: float = 0.0,
-    trim: int = DEFAULT_TRIM,
-    variant: str = "corrected",
-    radius: float | None = None,
-    batch_size: int | None = None,
-    trace_every: int = 0,
+    steps: Annotated[int, Param("T gradient steps (each spends d mean estimates)", minimum=1, maximum=MAX_STEPS,
+                                paper="[S4] Thm 5")] = DEFAULT_STEPS,
+    lr: Annotated[float | None, Param("step size; none: 1/(model.smoothness + l2), or 0.1 without a smoothness "
+                                      "bound", minimum=0, exclusive_minimum=True, paper="[S4] Thm 5")] = None,
+    kappa: Annotated[float, Param("kappa = b - a, width of the known range of the mean gradient "
+                                  "coordinates ([S4] §6 prior strength)", minimum=0, exclusive_minimum=True,
+                                  paper="[S4] Assumption 3, §6")] = DEFAULT_KAPPA,
+    center: Annotated[float, Param("centre of [a, b] = [center - kappa/2, center + kappa/2]")] = 0.0,
+    trim: Annotated[int, Param("m, values trimmed per side in each trimmed mean ([S4]: O(1))", minimum=0,
+                               paper="[S4] Alg. 2")] = DEFAULT_TRIM,
+    variant: Annotated[str, Param("corrected: clamped data, t-smooth bound, eps~ (valid); printed: "
+                                  "[S4] Alg. 2/3 as printed (paper-only)", choices=VARIANTS,
+                                  paper="[S4] Alg. 2-3")] = "corrected",
+    radius: Annotated[float | None, Param("projection radius of W = {||w|| <= radius}; none: no projection",
+                                          minimum=0, exclusive_minimum=True)] = None,
+    batch_size: Annotated[int | None, Param("rows per step drawn without replacement (no amplification claimed); "
+                                            "none: full batch", minimum=1)] = None,
+    trace_every: Annotated[int, Param("record the iterate every this many steps (0: no trace)", minimum=0)] = 0,
 ) -> Fit:
     """[S4] Algorithm 3 (see the module docstring)."""
     if privacy.epsilon is None or privacy.delta is None:
         raise ValueError(f"{NAME} is a private algorithm: it needs a target epsilon and delta")
     eps, delta = float(privacy.epsilon), float(privacy.delta)
     model, X, y, n = problem.model, problem.X, problem.y, problem.n
-    steps = _int_param("steps", steps, 1)
-    trim = _int_param("trim", trim, 0)
-    trace_every = _int_param("trace_every", trace_every, 0)
-    kappa = _positive("kappa", kappa)
-    if isinstance(center, bool) or not isinstance(center, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(center):
-        raise ValueError(f"{NAME}: center must be a finite number, got {center!r}")
-    center = float(center)
-    if variant not in VARIANTS:
-        raise ValueError(f"{NAME}: variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
-    if radius is not None:
-        radius = _positive("radius", radius)
-    if batch_size is not None:
-        batch_size = _int_param("batch_size", batch_size, 1)
-        if batch_size > n:
-            raise ValueError(f"{NAME}: batch_size={batch_size} exceeds the {n} training rows; use null for full batch")
+    if batch_size is not None and batch_size > n:
+        raise ValueError(f"{NAME}: batch_size={batch_size} exceeds the {n} training rows; use null for full batch")
     rows = n if batch_size is None else batch_size
     if rows * model.n_params > MAX_U_FLOATS:
         raise ValueError(f"{NAME}: each step forms the {rows} x {model.n_params} matrix of per-example gradients "
@@ -181,7 +174,7 @@ def fit_bun_steinke(
         else:
             lr, lr_source = NOMINAL_LR, f"nominal {NOMINAL_LR:g} (the model has no smoothness bound)"
     else:
-        lr, lr_source = _positive("lr", lr), "lr"
+        lr_source = "lr"
 
     p = model.n_params
     eps_c = alg3_eps_c(eps, delta, p, steps, variant)
@@ -211,7 +204,6 @@ def fit_bun_steinke(
     rho = alg3_zcdp(eps_c, p, steps)
     spent_eps = alg3_epsilon(eps_c, p, steps, delta)  # = zcdp_to_dp(rho, delta)
     details = dict(
-        adjacency="replace-one",
         variant=variant,
         eps_c=eps_c,
         eps_tilde=eps_tilde(eps, delta),
@@ -241,41 +233,12 @@ def fit_bun_steinke(
                  "smooth sensitivity + arsinh-normal noise, zCDP composition")
     if variant == "corrected":
         claim = "valid" if spent_eps <= eps * (1 + _EPS_SLACK) else "paper-only"
-        extra = {} if claim == "valid" else {"claim_reason": f"zCDP accounting gives {spent_eps:g} > target {eps:g}"}
+        reason = None if claim == "valid" else f"zCDP accounting gives {spent_eps:g} > target {eps:g}"
         entry = ledger(private=True, mechanism=mechanism + " (corrected: clamped data, t-smooth S^, eps~)",
                        claim=claim, target_epsilon=eps, delta=delta, epsilon_spent={"zcdp": spent_eps},
-                       **details, **extra)
+                       adjacency=Adjacency.REPLACE_ONE, claim_reason=reason, **details)
     else:
         entry = ledger(private=True, mechanism=mechanism + " (as printed in [S4])", claim="paper-only",
-                       target_epsilon=eps, delta=delta, epsilon_spent={}, claim_reason=PRINTED_DEFECTS,
-                       zcdp_epsilon_if_smooth=spent_eps, **details)
+                       target_epsilon=eps, delta=delta, epsilon_spent={}, adjacency=Adjacency.REPLACE_ONE,
+                       claim_reason=PRINTED_DEFECTS, zcdp_epsilon_if_smooth=spent_eps, **details)
     return Fit(theta=w, trace=trace, privacy=entry)
-
-
-register(AlgorithmInfo(
-    name=NAME,
-    title="Heavy-tailed DP-SCO with known mean range: GD with Bun-Steinke smooth-sensitivity trimmed means "
-          "([S4] Alg. 3)",
-    citation="Wang, Xiao, Devadas, Xu, On Differentially Private Stochastic Convex Optimization with Heavy-tailed "
-             "Data, ICML 2020 (paper 004) Algorithms 2-3, Theorems 3-5; Bun & Steinke 2019; "
-             "ALGORITHMS.md §10.2-§10.3",
-    private=True,
-    fit=fit_bun_steinke,
-    params=(
-        HyperParam("steps", int, DEFAULT_STEPS, "T gradient steps (each spends d mean estimates)", minimum=1, maximum=MAX_STEPS),
-        HyperParam("lr", float, None, "step size; none: 1/(model.smoothness + l2), or 0.1 without a smoothness "
-                   "bound", minimum=0, exclusive_minimum=True, optional=True),
-        HyperParam("kappa", float, DEFAULT_KAPPA, "kappa = b - a, width of the known range of the mean gradient "
-                   "coordinates ([S4] §6 prior strength)", minimum=0, exclusive_minimum=True),
-        HyperParam("center", float, 0.0, "centre of [a, b] = [center - kappa/2, center + kappa/2]"),
-        HyperParam("trim", int, DEFAULT_TRIM, "m, values trimmed per side in each trimmed mean ([S4]: O(1))",
-                   minimum=0),
-        HyperParam("variant", str, "corrected", "corrected: clamped data, t-smooth bound, eps~ (valid); printed: "
-                   "[S4] Alg. 2/3 as printed (paper-only)", choices=VARIANTS),
-        HyperParam("radius", float, None, "projection radius of W = {||w|| <= radius}; none: no projection",
-                   minimum=0, exclusive_minimum=True, optional=True),
-        HyperParam("batch_size", int, None, "rows per step drawn without replacement (no amplification claimed); "
-                   "none: full batch", minimum=1, optional=True),
-        HyperParam("trace_every", int, 0, "record the iterate every this many steps (0: no trace)", minimum=0),
-    ),
-))

@@ -27,15 +27,16 @@ Choices:
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Annotated, Callable
 
 import numpy as np
 
-from dpbench.algorithms.base import MAX_EPOCHS
-from dpbench.algorithms.base import AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, register
-from dpbench.algorithms.dpsgd import CALIBRATIONS, fit_noisy_sgd
-from dpbench.algorithms.sgd import LR_SCHEDULES
+from dpbench.algorithms.base import Fit, PrivacyTarget, Problem, algorithm
+from dpbench.algorithms.dpsgd import (
+    BatchSize, Calibration, ClipNorm, Epochs, LearningRate, LrSchedule, PaperC, Radius, TraceEvery, fit_noisy_sgd,
+)
 from dpbench.models.base import Model
+from dpbench.registry import Param
 
 
 def blocks(model: Model) -> list[slice]:
@@ -95,21 +96,26 @@ def smoother(model: Model, sigma: float) -> Callable[[np.ndarray], np.ndarray]:
     return apply
 
 
+@algorithm("dp_lssgd", title="DP-LSSGD: DP-SGD with Laplacian smoothing of the noisy gradient",
+           citation="Wang, Gu, Boedihardjo, Barekat, Osher, DP-LSSGD: A Stochastic Optimization Method to Lift "
+                    "the Utility in Privacy-Preserving ERM, arXiv:1906.12056 (2019); paper 000 ref. [39]; ALGORITHMS.md §3",
+           private=True)
 def fit_dp_lssgd(
     problem: Problem,
     privacy: PrivacyTarget,
     rng: np.random.Generator,
     *,
-    smoothing: float = 1.0,
-    epochs: float = 1.0,
-    batch_size: float = 64.0,
-    lr: float = 0.5,
-    lr_schedule: str = "constant",
-    clip_norm: float = 1.0,
-    calibration: str = "rdp",
-    paper_c: float = 1.0,
-    radius: float | None = None,
-    trace_every: int = 0,
+    smoothing: Annotated[float, Param("Laplacian smoothing sigma of A = I - sigma Lap (0: plain DP-SGD)",
+                                      minimum=0)] = 1.0,
+    epochs: Epochs = 1.0,
+    batch_size: BatchSize = 64.0,
+    lr: LearningRate = 0.5,
+    lr_schedule: LrSchedule = "constant",
+    clip_norm: ClipNorm = 1.0,
+    calibration: Calibration = "rdp",
+    paper_c: PaperC = 1.0,
+    trace_every: TraceEvery = 0,
+    radius: Radius = None,
 ) -> Fit:
     return fit_noisy_sgd(
         problem, privacy, rng, epochs=epochs, batch_size=batch_size, lr=lr, lr_schedule=lr_schedule,
@@ -120,33 +126,3 @@ def fit_dp_lssgd(
         smoothing=float(smoothing),
         smoothing_blocks=[sl.stop - sl.start for sl in blocks(problem.model)],
     )
-
-
-register(AlgorithmInfo(
-    name="dp_lssgd",
-    title="DP-LSSGD: DP-SGD with Laplacian smoothing of the noisy gradient",
-    citation="Wang, Gu, Boedihardjo, Barekat, Osher, DP-LSSGD: A Stochastic Optimization Method to Lift "
-             "the Utility in Privacy-Preserving ERM, arXiv:1906.12056 (2019); paper 000 ref. [39]; ALGORITHMS.md §3",
-    private=True,
-    fit=fit_dp_lssgd,
-    params=(
-        HyperParam("smoothing", float, 1.0, "Laplacian smoothing sigma of A = I - sigma Lap (0: plain DP-SGD)",
-                   minimum=0),
-        HyperParam("epochs", float, 1.0, "passes over the data; T = round(epochs * n / batch_size)",
-                   minimum=0, exclusive_minimum=True, maximum=MAX_EPOCHS),
-        HyperParam("batch_size", float, 64.0, "expected (Poisson) batch size B; q = B/n", minimum=1),
-        HyperParam("lr", float, 0.5, "step size", minimum=0, exclusive_minimum=True),
-        HyperParam("lr_schedule", str, "constant", "step-size schedule", choices=LR_SCHEDULES),
-        HyperParam("clip_norm", float, 1.0, "per-example L2 clipping norm C (the sensitivity)",
-                   minimum=0, exclusive_minimum=True),
-        HyperParam("calibration", str, "rdp",
-                   "noise calibration: rdp or pld accountant, or paper 000's closed form eq. (2)",
-                   choices=CALIBRATIONS),
-        HyperParam("paper_c", float, 1.0, "the unspecified constant c of paper 000 eq. (2) (calibration: paper)",
-                   minimum=0, exclusive_minimum=True),
-        HyperParam("trace_every", int, 0, "record the training loss every this many steps (0: no trace)",
-                   minimum=0),
-        HyperParam("radius", float, None, "project iterates onto the L2 ball of this radius (none: no projection)",
-                   minimum=0, exclusive_minimum=True, optional=True),
-    ),
-))

@@ -20,16 +20,34 @@ projection unless `radius` is set, theta_0 from the model's init.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Annotated, Callable
 
 import numpy as np
 
-from dpbench.algorithms.base import MAX_EPOCHS
-from dpbench.algorithms.base import AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, ledger, register
+from dpbench.algorithms.base import MAX_EPOCHS, Fit, PrivacyTarget, Problem, algorithm, ledger
+from dpbench.ledger import Adjacency
+from dpbench.registry import Param
 from dpbench.algorithms.sgd import LR_SCHEDULES, run_sgd, steps_for, training_loss_trace
 from dpbench.privacy import calibrate_dpsgd_noise, dpsgd_epsilon_report, paper_dpsgd_sigma
 
 CALIBRATIONS = ("rdp", "pld", "paper")
+
+
+# The hyperparameters of DP-SGD, declared once for `dpsgd` and the variants whose privacy is DP-SGD's.
+Epochs = Annotated[float, Param("passes over the data; T = round(epochs * n / batch_size)",
+                                minimum=0, exclusive_minimum=True, maximum=MAX_EPOCHS)]
+BatchSize = Annotated[float, Param("expected (Poisson) batch size B; q = B/n", minimum=1)]
+LearningRate = Annotated[float, Param("step size", minimum=0, exclusive_minimum=True)]
+LrSchedule = Annotated[str, Param("step-size schedule", choices=LR_SCHEDULES)]
+ClipNorm = Annotated[float, Param("per-example L2 clipping norm C (the sensitivity)", minimum=0, exclusive_minimum=True,
+                                  paper="Abadi et al. Alg. 1")]
+Calibration = Annotated[str, Param("noise calibration: rdp or pld accountant, or paper 000's closed form eq. (2)",
+                                   choices=CALIBRATIONS, paper="paper 000 eq. (2)")]
+PaperC = Annotated[float, Param("the unspecified constant c of paper 000 eq. (2) (calibration: paper)",
+                                minimum=0, exclusive_minimum=True, paper="paper 000 eq. (2)")]
+TraceEvery = Annotated[int, Param("record the training loss every this many steps (0: no trace)", minimum=0)]
+Radius = Annotated[float | None, Param("project iterates onto the L2 ball of this radius (none: no projection)",
+                                       minimum=0, exclusive_minimum=True)]
 
 
 def dpsgd_noise_multiplier(
@@ -85,7 +103,7 @@ def fit_noisy_sgd(
         target_epsilon=privacy.epsilon,
         delta=privacy.delta,
         epsilon_spent=spent,
-        adjacency="add/remove-one",
+        adjacency=Adjacency.ADD_REMOVE,
         sensitivity=clip_norm,
         sampling={"kind": "poisson", "rate": q, "expected_batch": batch_size},
         steps=steps,
@@ -97,48 +115,24 @@ def fit_noisy_sgd(
     ))
 
 
+@algorithm("dpsgd", title="DP-SGD: per-example clipping, Poisson sampling, Gaussian noise",
+           citation="Abadi et al., Deep Learning with Differential Privacy, CCS 2016 (Alg. 1); paper 000 eq. (2)",
+           private=True)
 def fit_dpsgd(
     problem: Problem,
     privacy: PrivacyTarget,
     rng: np.random.Generator,
     *,
-    epochs: float = 1.0,
-    batch_size: float = 64.0,
-    lr: float = 0.5,
-    lr_schedule: str = "constant",
-    clip_norm: float = 1.0,
-    calibration: str = "rdp",
-    paper_c: float = 1.0,
-    radius: float | None = None,
-    trace_every: int = 0,
+    epochs: Epochs = 1.0,
+    batch_size: BatchSize = 64.0,
+    lr: LearningRate = 0.5,
+    lr_schedule: LrSchedule = "constant",
+    clip_norm: ClipNorm = 1.0,
+    calibration: Calibration = "rdp",
+    paper_c: PaperC = 1.0,
+    trace_every: TraceEvery = 0,
+    radius: Radius = None,
 ) -> Fit:
     return fit_noisy_sgd(problem, privacy, rng, epochs=epochs, batch_size=batch_size, lr=lr,
                          lr_schedule=lr_schedule, clip_norm=clip_norm, calibration=calibration, paper_c=paper_c,
                          radius=radius, trace_every=trace_every)
-
-
-register(AlgorithmInfo(
-    name="dpsgd",
-    title="DP-SGD: per-example clipping, Poisson sampling, Gaussian noise",
-    citation="Abadi et al., Deep Learning with Differential Privacy, CCS 2016 (Alg. 1); paper 000 eq. (2)",
-    private=True,
-    fit=fit_dpsgd,
-    params=(
-        HyperParam("epochs", float, 1.0, "passes over the data; T = round(epochs * n / batch_size)",
-                   minimum=0, exclusive_minimum=True, maximum=MAX_EPOCHS),
-        HyperParam("batch_size", float, 64.0, "expected (Poisson) batch size B; q = B/n", minimum=1),
-        HyperParam("lr", float, 0.5, "step size", minimum=0, exclusive_minimum=True),
-        HyperParam("lr_schedule", str, "constant", "step-size schedule", choices=LR_SCHEDULES),
-        HyperParam("clip_norm", float, 1.0, "per-example L2 clipping norm C (the sensitivity)",
-                   minimum=0, exclusive_minimum=True),
-        HyperParam("calibration", str, "rdp",
-                   "noise calibration: rdp or pld accountant, or paper 000's closed form eq. (2)",
-                   choices=CALIBRATIONS),
-        HyperParam("paper_c", float, 1.0, "the unspecified constant c of paper 000 eq. (2) (calibration: paper)",
-                   minimum=0, exclusive_minimum=True),
-        HyperParam("trace_every", int, 0, "record the training loss every this many steps (0: no trace)",
-                   minimum=0),
-        HyperParam("radius", float, None, "project iterates onto the L2 ball of this radius (none: no projection)",
-                   minimum=0, exclusive_minimum=True, optional=True),
-    ),
-))

@@ -85,17 +85,18 @@ logreg; tune it); `radius` default none (no projection). The clipped sum comes f
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Annotated, Callable
 
 import numpy as np
 
-from dpbench.algorithms.base import MAX_EPOCHS, MAX_STEPS
-from dpbench.algorithms.base import AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, ledger, register
+from dpbench.algorithms.base import MAX_EPOCHS, MAX_STEPS, Fit, PrivacyTarget, Problem, algorithm, ledger
 from dpbench.algorithms.sgd import project_to_ball, training_loss_trace
+from dpbench.ledger import Adjacency
 from dpbench.models.base import Model
 from dpbench.models.linear import _GLM
 from dpbench.privacy import dpsgd_epsilon_report, gaussian_composition_sigma, gaussian_epsilon
 from dpbench.privacy.gradient_noise import bst14_sigma, wyx17_classical_sigma
+from dpbench.registry import Param
 
 BST14_SCHEDULES = ("bst14_convex", "bst14_strongly_convex", "constant")
 DPGD_CALIBRATIONS = ("gdp", "paper")
@@ -118,8 +119,6 @@ def _require_target(privacy: PrivacyTarget, name: str) -> tuple[float, float]:
 def gradient_bound(model: Model, clip_norm: float | None) -> tuple[float, str]:
     """(G, where it came from): `clip_norm` if set, else model.lipschitz, else 1.0."""
     if clip_norm is not None:
-        if not clip_norm > 0:
-            raise ValueError(f"clip_norm must be > 0, got {clip_norm}")
         return float(clip_norm), "clip_norm"
     if model.lipschitz is not None:
         return float(model.lipschitz), "model.lipschitz"
@@ -146,8 +145,6 @@ def bst14_step_sizes(schedule: str, *, lr: float | None, radius: float | None, G
     "bst14_strongly_convex": 1 / (mu t); "constant": lr. See the module docstring for the derivation.
     """
     if schedule == "constant":
-        if lr is None or not lr > 0:
-            raise ValueError(f"lr_schedule constant needs lr > 0, got {lr!r}")
         rate = float(lr)
         return lambda t: np.full(np.shape(t), rate)
     if schedule == "bst14_convex":
@@ -242,17 +239,30 @@ def bst14_core(
     return theta, trace
 
 
+@algorithm("noisy_sgd_bst14",
+           title="BST14 noisy SGD: one example per step, Gaussian gradient noise, projection (truncated to T steps)",
+           citation="Bassily, Smith, Thakurta, Private ERM: efficient algorithms and tight error bounds, FOCS 2014 "
+                    "(Alg. 1); paper 003 ref. [4], Table 1; ALGORITHMS.md §8",
+           private=True)
 def fit_noisy_sgd_bst14(
     problem: Problem,
     privacy: PrivacyTarget,
     rng: np.random.Generator,
     *,
-    steps: int | None = 2000,
-    lr_schedule: str = "bst14_convex",
-    lr: float = 0.01,
-    radius: float | None = None,
-    clip_norm: float | None = None,
-    trace_every: int = 0,
+    steps: Annotated[int | None, Param("steps run T (same per-step noise as the paper's n^2 steps; "
+                                       "null = n^2; clamped to n^2)", minimum=1, maximum=MAX_STEPS,
+                                       paper="BST14 Alg. 1 (T = n^2)")] = 2000,
+    lr_schedule: Annotated[str, Param(
+        "bst14_convex: radius/sqrt(t((G+l2 r)^2 + p sigma^2)); bst14_strongly_convex: 1/(l2 t); constant: lr",
+        choices=BST14_SCHEDULES, paper="BST14 Alg. 1; ALGORITHMS.md §8")] = "bst14_convex",
+    lr: Annotated[float, Param("step size of lr_schedule constant (tune on validation data)",
+                               minimum=0, exclusive_minimum=True)] = 0.01,
+    radius: Annotated[float | None, Param("projection radius r (none: G/l2 if l2 > 0, else no projection)",
+                                          minimum=0, exclusive_minimum=True)] = None,
+    clip_norm: Annotated[float | None, Param("per-example clipping norm G (none: model.lipschitz, else 1.0)",
+                                             minimum=0, exclusive_minimum=True)] = None,
+    trace_every: Annotated[int, Param("record the training loss every this many steps (0: no trace)",
+                                      minimum=0)] = 0,
 ) -> Fit:
     """BST14 noisy SGD (Alg. 1), truncated to `steps` <= n^2 steps; see the module docstring."""
     eps, delta = _require_target(privacy, "noisy_sgd_bst14")
@@ -283,7 +293,7 @@ def fit_noisy_sgd_bst14(
         delta=delta,
         epsilon_spent={"bst14_theorem": eps, "rdp_poisson_approx": approx["rdp"],
                        "pld_poisson_approx": approx["pld"]},
-        adjacency="replace-one",
+        adjacency=Adjacency.REPLACE_ONE,
         guarantee="BST14 privacy theorem (replace-one, sampling amplification at rate 1/n, advanced composition "
                   "over n^2 steps); running steps_run < n^2 steps with the same noise is a prefix of that "
                   "composition, hence still (eps, delta)-DP",
@@ -360,25 +370,34 @@ def dp_gd_noise(epsilon: float, delta: float, *, steps: int, clip_norm: float, n
     raise ValueError(f"unknown calibration {calibration!r}; choose one of {', '.join(DPGD_CALIBRATIONS)}")
 
 
+@algorithm("dp_gd",
+           title="Full-batch DP-GD (Wang, Ye, Xu 2017, without DP-SVRG): clipped mean gradient + Gaussian noise",
+           citation="Wang, Ye, Xu, Differentially private ERM revisited: faster and more general, NeurIPS 2017; "
+                    "paper 003 ref. [43] (traditional), Table 1; ALGORITHMS.md §9, §12.2",
+           private=True)
 def fit_dp_gd(
     problem: Problem,
     privacy: PrivacyTarget,
     rng: np.random.Generator,
     *,
-    epochs: int = 50,
-    lr: float = 1.0,
-    radius: float | None = None,
-    clip_norm: float | None = None,
-    calibration: str = "gdp",
-    c: float = 1.0,
-    trace_every: int = 0,
+    epochs: Annotated[int, Param("number T of full-batch steps", minimum=1, maximum=MAX_EPOCHS)] = 50,
+    lr: Annotated[float, Param("step size eta", minimum=0, exclusive_minimum=True)] = 1.0,
+    radius: Annotated[float | None, Param("projection radius (none: no projection)",
+                                          minimum=0, exclusive_minimum=True)] = None,
+    clip_norm: Annotated[float | None, Param("per-example clipping norm C (none: model.lipschitz, else 1.0)",
+                                             minimum=0, exclusive_minimum=True)] = None,
+    calibration: Annotated[str, Param(
+        "gdp: exact Gaussian-DP composition (replace-one, Delta = 2C/n); paper: s^2 = c C^2 T "
+        "log(1/delta)/(n^2 eps^2)", choices=DPGD_CALIBRATIONS, paper="[S3] Table 1 row [43]")] = "gdp",
+    c: Annotated[float, Param("the unspecified constant of the paper calibration",
+                              minimum=0, exclusive_minimum=True, paper="[S3] Table 1 row [43]")] = 1.0,
+    trace_every: Annotated[int, Param("record the training loss every this many steps (0: no trace)",
+                                      minimum=0)] = 0,
 ) -> Fit:
     """Wang-Ye-Xu 2017 full-batch DP-GD (without DP-SVRG); see the module docstring."""
     eps, delta = _require_target(privacy, "dp_gd")
     model, n = problem.model, problem.n
     T = int(epochs)
-    if T < 1:
-        raise ValueError(f"epochs must be >= 1, got {epochs!r}")
     C, c_source = gradient_bound(model, clip_norm)
     sensitivity = 2.0 * C / n
     s = dp_gd_noise(eps, delta, steps=T, clip_norm=C, n=n, calibration=calibration, c=c)
@@ -394,7 +413,7 @@ def fit_dp_gd(
         target_epsilon=eps,
         delta=delta,
         epsilon_spent={"gdp": spent},
-        adjacency="replace-one",
+        adjacency=Adjacency.REPLACE_ONE,
         sensitivity=sensitivity,
         sampling={"kind": "full batch", "rate": 1.0},
         steps=T,
@@ -408,55 +427,3 @@ def fit_dp_gd(
         lr=lr,
         radius=radius,
     ))
-
-
-# =============================================================================================
-# registration
-# =============================================================================================
-register(AlgorithmInfo(
-    name="noisy_sgd_bst14",
-    title="BST14 noisy SGD: one example per step, Gaussian gradient noise, projection (truncated to T steps)",
-    citation="Bassily, Smith, Thakurta, Private ERM: efficient algorithms and tight error bounds, FOCS 2014 "
-             "(Alg. 1); paper 003 ref. [4], Table 1; ALGORITHMS.md §8",
-    private=True,
-    fit=fit_noisy_sgd_bst14,
-    params=(
-        HyperParam("steps", int, 2000, "steps run T (same per-step noise as the paper's n^2 steps; "
-                   "null = n^2; clamped to n^2)", minimum=1, optional=True, maximum=MAX_STEPS),
-        HyperParam("lr_schedule", str, "bst14_convex",
-                   "bst14_convex: radius/sqrt(t((G+l2 r)^2 + p sigma^2)); bst14_strongly_convex: 1/(l2 t); "
-                   "constant: lr", choices=BST14_SCHEDULES),
-        HyperParam("lr", float, 0.01, "step size of lr_schedule constant (tune on validation data)",
-                   minimum=0, exclusive_minimum=True),
-        HyperParam("radius", float, None, "projection radius r (none: G/l2 if l2 > 0, else no projection)",
-                   minimum=0, exclusive_minimum=True, optional=True),
-        HyperParam("clip_norm", float, None, "per-example clipping norm G (none: model.lipschitz, else 1.0)",
-                   minimum=0, exclusive_minimum=True, optional=True),
-        HyperParam("trace_every", int, 0, "record the training loss every this many steps (0: no trace)",
-                   minimum=0),
-    ),
-))
-
-register(AlgorithmInfo(
-    name="dp_gd",
-    title="Full-batch DP-GD (Wang, Ye, Xu 2017, without DP-SVRG): clipped mean gradient + Gaussian noise",
-    citation="Wang, Ye, Xu, Differentially private ERM revisited: faster and more general, NeurIPS 2017; "
-             "paper 003 ref. [43] (traditional), Table 1; ALGORITHMS.md §9, §12.2",
-    private=True,
-    fit=fit_dp_gd,
-    params=(
-        HyperParam("epochs", int, 50, "number T of full-batch steps", minimum=1, maximum=MAX_EPOCHS),
-        HyperParam("lr", float, 1.0, "step size eta", minimum=0, exclusive_minimum=True),
-        HyperParam("radius", float, None, "projection radius (none: no projection)",
-                   minimum=0, exclusive_minimum=True, optional=True),
-        HyperParam("clip_norm", float, None, "per-example clipping norm C (none: model.lipschitz, else 1.0)",
-                   minimum=0, exclusive_minimum=True, optional=True),
-        HyperParam("calibration", str, "gdp",
-                   "gdp: exact Gaussian-DP composition (replace-one, Delta = 2C/n); paper: s^2 = c C^2 T "
-                   "log(1/delta)/(n^2 eps^2)", choices=DPGD_CALIBRATIONS),
-        HyperParam("c", float, 1.0, "the unspecified constant of the paper calibration",
-                   minimum=0, exclusive_minimum=True),
-        HyperParam("trace_every", int, 0, "record the training loss every this many steps (0: no trace)",
-                   minimum=0),
-    ),
-))

@@ -47,13 +47,15 @@ convergence). The per-example reading has about sqrt(n) too little noise. On the
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import numpy as np
 
-from dpbench.algorithms.base import MAX_EPOCHS
-from dpbench.algorithms.base import AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, ledger, register
+from dpbench.algorithms.base import MAX_EPOCHS, Fit, PrivacyTarget, Problem, algorithm, ledger
+from dpbench.ledger import Adjacency
 from dpbench.models.base import Model
 from dpbench.privacy.erm import input_perturbation_variance
+from dpbench.registry import Param
 
 NOISES = ("shared", "per_example")
 THEOREMS = ("strongly_convex", "pl")
@@ -89,8 +91,6 @@ def perturb_features(X: np.ndarray, sigma: float, noise: str,
 def input_perturbation_sigma(model: Model, n: int, privacy: PrivacyTarget, *, epochs: int, c: float,
                              theorem: str) -> tuple[float, float | None, float, str]:
     """(sigma, Delta or None, G, constants) for [S3] eq. (9) / (12) on this model."""
-    if theorem not in THEOREMS:
-        raise ValueError(f"theorem must be one of {', '.join(THEOREMS)}, got {theorem!r}")
     constants = "model" if model.lipschitz is not None else "nominal"
     G = float(model.lipschitz) if model.lipschitz is not None else NOMINAL_LIPSCHITZ
     strong = None
@@ -104,28 +104,37 @@ def input_perturbation_sigma(model: Model, n: int, privacy: PrivacyTarget, *, ep
     return math.sqrt(variance), strong, G, constants
 
 
+@algorithm("input_perturbation",
+           title="Input perturbation: Gaussian noise on the features once, then full-batch GD ([S3] Alg. 1; "
+                 "paper-only claim)",
+           citation="Kang et al., Input Perturbation: A New Paradigm between Central and Local Differential Privacy "
+                    "(paper 003, Algorithm 1, Theorems 1 and 3); ALGORITHMS.md §5, §14.3",
+           private=True)
 def fit_input_perturbation(
     problem: Problem,
     privacy: PrivacyTarget,
     rng: np.random.Generator,
     *,
-    epochs: int = 100,
-    lr: float = 1.0,
-    noise: str = "shared",
-    c: float = 1.0,
-    theorem: str = "strongly_convex",
-    trace_every: int = 0,
+    epochs: Annotated[int, Param("T full-batch GD steps (one step = one pass over the data)", minimum=1,
+                                 maximum=MAX_EPOCHS, paper="[S3] Alg. 1")] = 100,
+    lr: Annotated[float, Param("constant step size alpha", minimum=0, exclusive_minimum=True,
+                               paper="[S3] Alg. 1 line 7")] = 1.0,
+    noise: Annotated[str, Param(
+        "shared: one z in R^d for all rows (the proof's reading); per_example: independent z_i per row",
+        choices=NOISES, paper="[S3] Alg. 1 lines 2-4")] = "shared",
+    c: Annotated[float, Param("the unspecified constant c of [S3] eqs. (9)/(12)",
+                              minimum=0, exclusive_minimum=True, paper="[S3] eqs. (9), (12)")] = 1.0,
+    theorem: Annotated[str, Param(
+        "strongly_convex: [S3] eq. (9) with Delta = the model's l2 (sigma^2 / sqrt(Delta)); "
+        "pl: eq. (12), no sqrt(Delta)", choices=THEOREMS, paper="[S3] Thm 1 eq. (9), Thm 3 eq. (12)")
+    ] = "strongly_convex",
+    trace_every: Annotated[int, Param("record the clean-data training loss every this many steps (0: no trace)",
+                                      minimum=0)] = 0,
 ) -> Fit:
     model, X, y, n = problem.model, problem.X, problem.y, problem.n
     if privacy.epsilon is None or privacy.delta is None:
         raise ValueError("input_perturbation is a private algorithm: it needs a target epsilon and delta")
-    if noise not in NOISES:
-        raise ValueError(f"noise must be one of {', '.join(NOISES)}, got {noise!r}")
     epochs = int(epochs)
-    if epochs < 1:
-        raise ValueError(f"epochs must be an integer >= 1, got {epochs}")
-    if not lr > 0:
-        raise ValueError(f"lr must be > 0, got {lr}")
     sigma, strong, G, constants = input_perturbation_sigma(model, n, privacy, epochs=epochs, c=c, theorem=theorem)
 
     X_tilde, z = perturb_features(X, sigma, noise, rng)
@@ -153,7 +162,7 @@ def fit_input_perturbation(
         delta=float(privacy.delta),
         epsilon_spent={},
         claim_reason=reason,
-        adjacency="replace-one",
+        adjacency=Adjacency.REPLACE_ONE,
         noise=noise,
         theorem=theorem,
         variance_formula=("c G^2 T log(1/delta) / (n (n-1) sqrt(Delta) eps^2)  [S3] eq. (9)"
@@ -167,27 +176,3 @@ def fit_input_perturbation(
         lr=float(lr),
         **noise_details,
     ))
-
-
-register(AlgorithmInfo(
-    name="input_perturbation",
-    title="Input perturbation: Gaussian noise on the features once, then full-batch GD ([S3] Alg. 1; paper-only claim)",
-    citation="Kang et al., Input Perturbation: A New Paradigm between Central and Local Differential Privacy "
-             "(paper 003, Algorithm 1, Theorems 1 and 3); ALGORITHMS.md §5, §14.3",
-    private=True,
-    fit=fit_input_perturbation,
-    params=(
-        HyperParam("epochs", int, 100, "T full-batch GD steps (one step = one pass over the data)", minimum=1, maximum=MAX_EPOCHS),
-        HyperParam("lr", float, 1.0, "constant step size alpha", minimum=0, exclusive_minimum=True),
-        HyperParam("noise", str, "shared",
-                   "shared: one z in R^d for all rows (the proof's reading); per_example: independent z_i per row",
-                   choices=NOISES),
-        HyperParam("c", float, 1.0, "the unspecified constant c of [S3] eqs. (9)/(12)",
-                   minimum=0, exclusive_minimum=True),
-        HyperParam("theorem", str, "strongly_convex",
-                   "strongly_convex: [S3] eq. (9) with Delta = the model's l2 (sigma^2 / sqrt(Delta)); "
-                   "pl: eq. (12), no sqrt(Delta)", choices=THEOREMS),
-        HyperParam("trace_every", int, 0, "record the clean-data training loss every this many steps (0: no trace)",
-                   minimum=0),
-    ),
-))

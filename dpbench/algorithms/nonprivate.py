@@ -11,12 +11,14 @@ MLP about 0.1 s per L-BFGS iteration (53 s for 500), so `maxiter` bounds the MLP
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import numpy as np
 from scipy.optimize import minimize
 
-from dpbench.algorithms.base import MAX_EPOCHS
-from dpbench.algorithms.base import NON_PRIVATE_LEDGER, AlgorithmInfo, Fit, HyperParam, Problem, ledger, register
+from dpbench.algorithms.base import MAX_EPOCHS, NON_PRIVATE_LEDGER, Fit, Problem, algorithm, ledger
 from dpbench.algorithms.sgd import LR_SCHEDULES, run_sgd, steps_for, training_loss_trace
+from dpbench.registry import Param
 
 NEWTON_MAX_PARAMS = 2000
 
@@ -73,18 +75,24 @@ def minimize_empirical_risk(
     return best_theta, float(best_value)
 
 
+@algorithm("nonprivate", title="Non-private baseline (exact minimiser or plain SGD)",
+           citation="reference line of every figure; L-BFGS (Liu & Nocedal 1989) + Newton polishing",
+           private=False)
 def fit_nonprivate(
     problem: Problem,
     privacy,
     rng: np.random.Generator,
     *,
-    method: str = "lbfgs",
-    restarts: int = 3,
-    epochs: float = 5.0,
-    batch_size: float = 64.0,
-    lr: float = 0.5,
-    lr_schedule: str = "constant",
-    trace_every: int = 0,
+    method: Annotated[str, Param("lbfgs: exact empirical minimiser; sgd: plain minibatch SGD",
+                                 choices=("lbfgs", "sgd"))] = "lbfgs",
+    restarts: Annotated[int, Param("random restarts for a non-convex model (L-BFGS)", minimum=1)] = 3,
+    epochs: Annotated[float, Param("passes over the data (sgd)", minimum=0, exclusive_minimum=True,
+                                   maximum=MAX_EPOCHS)] = 5.0,
+    batch_size: Annotated[float, Param("expected batch size (sgd)", minimum=1)] = 64.0,
+    lr: Annotated[float, Param("step size (sgd)", minimum=0, exclusive_minimum=True)] = 0.5,
+    lr_schedule: Annotated[str, Param("step-size schedule (sgd)", choices=LR_SCHEDULES)] = "constant",
+    trace_every: Annotated[int, Param("record the training loss every this many steps (sgd; 0: no trace)",
+                                      minimum=0)] = 0,
 ) -> Fit:
     """Non-private reference: the exact minimiser (method=lbfgs) or plain minibatch SGD."""
     if method == "lbfgs":
@@ -94,23 +102,3 @@ def fit_nonprivate(
     theta, trace = run_sgd(problem, rng, steps=steps, batch_size=batch_size, lr=lr, lr_schedule=lr_schedule,
                            trace_every=trace_every, on_trace=training_loss_trace(problem))
     return Fit(theta=theta, trace=trace, privacy=ledger(**NON_PRIVATE_LEDGER, method="sgd", steps=steps))
-
-
-register(AlgorithmInfo(
-    name="nonprivate",
-    title="Non-private baseline (exact minimiser or plain SGD)",
-    citation="reference line of every figure; L-BFGS (Liu & Nocedal 1989) + Newton polishing",
-    private=False,
-    fit=fit_nonprivate,
-    params=(
-        HyperParam("method", str, "lbfgs", "lbfgs: exact empirical minimiser; sgd: plain minibatch SGD",
-                   choices=("lbfgs", "sgd")),
-        HyperParam("restarts", int, 3, "random restarts for a non-convex model (L-BFGS)", minimum=1),
-        HyperParam("epochs", float, 5.0, "passes over the data (sgd)", minimum=0, exclusive_minimum=True, maximum=MAX_EPOCHS),
-        HyperParam("batch_size", float, 64.0, "expected batch size (sgd)", minimum=1),
-        HyperParam("lr", float, 0.5, "step size (sgd)", minimum=0, exclusive_minimum=True),
-        HyperParam("lr_schedule", str, "constant", "step-size schedule (sgd)", choices=LR_SCHEDULES),
-        HyperParam("trace_every", int, 0, "record the training loss every this many steps (sgd; 0: no trace)",
-                   minimum=0),
-    ),
-))

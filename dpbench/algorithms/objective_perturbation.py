@@ -80,19 +80,20 @@ at best. The final ||grad J|| is recorded as `solver_grad_norm`.
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import numpy as np
 from scipy.optimize import minimize
 
-from dpbench.algorithms.base import (
-    AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, bounded_rows, ledger, register,
-)
+from dpbench.algorithms.base import Fit, PrivacyTarget, Problem, algorithm, bounded_rows, ledger
 from dpbench.algorithms.nonprivate import NEWTON_MAX_PARAMS
+from dpbench.ledger import Adjacency
 from dpbench.models.base import Model
 from dpbench.models.linear import _GLM
 from dpbench.privacy.erm import (
     kst_internal_epsilon, kst_objective_variance, kst_regulariser, kst_replace_one_epsilon,
 )
+from dpbench.registry import Param
 
 #: nominal constants (those of the logistic loss) for models without bounds; the claim is then "none"
 NOMINAL_LIPSCHITZ = 1.0
@@ -197,19 +198,25 @@ def kst_constants(model: Model) -> tuple[float, float, list[str]]:
     return zeta, lam, reasons
 
 
+@algorithm("objective_perturbation",
+           title="Objective perturbation, Gaussian (KST12): exact minimiser of a randomly tilted, regularised "
+                 "objective",
+           citation="Kifer, Smith, Thakurta, Private Convex Empirical Risk Minimization and High-dimensional "
+                    "Regression, COLT 2012; baseline [29] of paper 003; ALGORITHMS.md §6",
+           private=True, convex_only=True)
 def fit_objective_perturbation(
     problem: Problem,
     privacy: PrivacyTarget,
     rng: np.random.Generator,
     *,
-    maxiter: int = 200,
+    maxiter: Annotated[int, Param(
+        "L-BFGS iterations for a non-convex model (the MLP); convex models are always solved to "
+        "||grad J|| <= 1e-12 if possible (L-BFGS up to 5000 iterations, then Newton)", minimum=1)] = 200,
 ) -> Fit:
     model = problem.model
     if privacy.epsilon is None or privacy.delta is None:
         raise ValueError("objective_perturbation is a private algorithm: it needs a target epsilon and delta")
     eps, delta = float(privacy.epsilon), float(privacy.delta)
-    if int(maxiter) < 1:
-        raise ValueError(f"maxiter must be an integer >= 1, got {maxiter}")
     zeta, lam_h, reasons = kst_constants(model)
     constants = "nominal" if (model.lipschitz is None or model.smoothness is None) else "model"
     rows: dict = {}
@@ -225,17 +232,17 @@ def fit_objective_perturbation(
 
     if reasons:
         claim, spent = "none", {}
-        details = {"claim_reason": "KST12's theorem does not apply: " + "; ".join(reasons)}
+        reason = "KST12's theorem does not apply: " + "; ".join(reasons)
     elif not info["grad_norm"] <= EXACT_GRAD_TOL:
         claim, spent = "paper-only", {}
-        details = {"claim_reason": f"KST12 is proven for the exact minimiser (ALGORITHMS.md §6 caveat i); the solver "
-                                   f"stopped at ||grad J|| = {info['grad_norm']:.3g} > {EXACT_GRAD_TOL:g}"}
+        reason = (f"KST12 is proven for the exact minimiser (ALGORITHMS.md §6 caveat i); the solver "
+                  f"stopped at ||grad J|| = {info['grad_norm']:.3g} > {EXACT_GRAD_TOL:g}")
     elif not eps_proven <= eps * (1 + 1e-9):
         claim, spent = "paper-only", {"kst12_theorem": eps_proven}
-        details = {"claim_reason": f"the replace-one bound eps_int + log(1 + eps_int/2) = {eps_proven:.6g} "
-                                   f"exceeds the target {eps:g}"}
+        reason = (f"the replace-one bound eps_int + log(1 + eps_int/2) = {eps_proven:.6g} "
+                  f"exceeds the target {eps:g}")
     else:
-        claim, spent, details = "valid", {"kst12_theorem": eps_proven}, {}
+        claim, spent, reason = "valid", {"kst12_theorem": eps_proven}, None
     return Fit(theta=theta, trace=[], privacy=ledger(
         private=True,
         mechanism="objective perturbation, Gaussian (Kifer, Smith, Thakurta 2012): exact minimiser of the "
@@ -245,7 +252,8 @@ def fit_objective_perturbation(
         target_epsilon=eps,
         delta=delta,
         epsilon_spent=spent,
-        adjacency="replace-one",
+        adjacency=Adjacency.REPLACE_ONE,
+        claim_reason=reason,
         epsilon_internal=eps_int,
         epsilon_formula="eps_int + log(1 + eps_int/2)",
         zeta=zeta,
@@ -261,21 +269,4 @@ def fit_objective_perturbation(
         newton_steps=info["newton_steps"],
         solver_grad_norm=info["grad_norm"],
         exact_grad_tol=EXACT_GRAD_TOL,
-        **details,
     ))
-
-
-register(AlgorithmInfo(
-    name="objective_perturbation",
-    title="Objective perturbation, Gaussian (KST12): exact minimiser of a randomly tilted, regularised objective",
-    citation="Kifer, Smith, Thakurta, Private Convex Empirical Risk Minimization and High-dimensional Regression, "
-             "COLT 2012; baseline [29] of paper 003; ALGORITHMS.md §6",
-    private=True,
-    convex_only=True,
-    fit=fit_objective_perturbation,
-    params=(
-        HyperParam("maxiter", int, 200,
-                   "L-BFGS iterations for a non-convex model (the MLP); convex models are always solved to "
-                   "||grad J|| <= 1e-12 if possible (L-BFGS up to 5000 iterations, then Newton)", minimum=1),
-    ),
-))

@@ -55,18 +55,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Annotated
 
 import numpy as np
 
-from dpbench.algorithms.base import MAX_EPOCHS
 from dpbench.algorithms.base import (
-    AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, bounded_rows, ledger, output_sensitivity_claim,
-    register,
+    MAX_EPOCHS, Fit, PrivacyTarget, Problem, algorithm, bounded_rows, ledger, output_sensitivity_claim,
 )
 from dpbench.algorithms.sgd import project_to_ball
+from dpbench.ledger import Adjacency
 from dpbench.models.base import Model
 from dpbench.privacy import analytic_gaussian_sigma, gaussian_epsilon
 from dpbench.privacy.erm import output_gd_sensitivity, zzmw_sensitivity
+from dpbench.registry import Param
 
 LIPSCHITZ_BOUNDS = ("paper", "data")
 NOMINAL_LIPSCHITZ = 1.0
@@ -96,22 +97,18 @@ class OutputGDPlan:
 
 def plan_output_gd(model: Model, n: int, *, epochs: int = 100, lr: float | None = None, l2: float | None = None,
                    radius: float | None = None, lipschitz_bound: str = "paper") -> OutputGDPlan:
-    """Check the hyperparameters against the sensitivity proof and compute Delta_T."""
-    if lipschitz_bound not in LIPSCHITZ_BOUNDS:
-        raise ValueError(f"lipschitz_bound must be one of {', '.join(LIPSCHITZ_BOUNDS)}, got {lipschitz_bound!r}")
+    """Check the hyperparameters against the sensitivity proof and compute Delta_T.
+
+    Each value on its own is checked by the fit's `Param`s; this checks what they cannot express
+    (lr against 2/(beta + mu), which depends on the model and l2).
+    """
     epochs = int(epochs)
-    if epochs < 1:
-        raise ValueError(f"epochs must be an integer >= 1, got {epochs}")
     lam = model.l2 if l2 is None else float(l2)
-    if not (math.isfinite(lam) and lam >= 0):
-        raise ValueError(f"l2 must be >= 0, got {lam}")
     constants = "model" if (model.lipschitz is not None and model.smoothness is not None) else "nominal"
     G = float(model.lipschitz) if model.lipschitz is not None else NOMINAL_LIPSCHITZ
     beta = (float(model.smoothness) if model.smoothness is not None else NOMINAL_SMOOTHNESS) + lam
     if radius is None:
         radius = G / lam if lam > 0 else None
-    elif not radius > 0:
-        raise ValueError(f"radius must be > 0, got {radius}")
     L = G + lam * radius if (lipschitz_bound == "paper" and radius is not None) else G
     max_lr = 2.0 / (beta + lam) if beta + lam > 0 else math.inf
     if lr is None:
@@ -119,8 +116,6 @@ def plan_output_gd(model: Model, n: int, *, epochs: int = 100, lr: float | None 
             raise ValueError("output_perturbation_gd: smoothness beta = 0, so the default lr = 1/beta is undefined; "
                              "set lr")
         lr = 1.0 / beta
-    elif not lr > 0:
-        raise ValueError(f"lr must be > 0, got {lr}")
     elif lr > max_lr * (1 + _LR_TOL):
         raise ValueError(f"output_perturbation_gd: lr={lr:g} exceeds 2/(beta+mu)={max_lr:g} (beta = beta_s + l2 = "
                          f"{beta:g}, mu = l2 = {lam:g}); the contraction step of the sensitivity proof needs it")
@@ -151,16 +146,27 @@ def output_gd_core(model: Model, X: np.ndarray, y: np.ndarray, theta0: np.ndarra
     return theta
 
 
+@algorithm("output_perturbation_gd",
+           title="Output perturbation of projected full-batch GD (ZZMW 2017 / [S2] Alg. 1), analytic Gaussian",
+           citation="Zhang, Zheng, Mou, Wang, Efficient Private ERM for Smooth Objectives, IJCAI 2017 (baseline [49] "
+                    "of paper 003); paper 002 (CS325 lecture 17) Algorithm 1, Thm 17.4; ALGORITHMS.md §7",
+           private=True, convex_only=True)
 def fit_output_perturbation_gd(
     problem: Problem,
     privacy: PrivacyTarget,
     rng: np.random.Generator,
     *,
-    epochs: int = 100,
-    lr: float | None = None,
-    l2: float | None = None,
-    radius: float | None = None,
-    lipschitz_bound: str = "paper",
+    epochs: Annotated[int, Param("T full-batch GD steps", minimum=1, maximum=MAX_EPOCHS,
+                                 paper="[S2] Alg. 1, Thm 17.5")] = 100,
+    lr: Annotated[float | None, Param("step size; none: 1/beta (beta = beta_s + l2). Must be <= 2/(beta + l2), "
+                                      "else an error", minimum=0, exclusive_minimum=True)] = None,
+    l2: Annotated[float | None, Param("training L2 lambda (= strong convexity mu), replaces the model's l2 during "
+                                      "training; none: the model's l2", minimum=0, paper="[S2] eq. (17.3)")] = None,
+    radius: Annotated[float | None, Param("projection radius R; none: G/lambda (no projection if lambda = 0)",
+                                          minimum=0, exclusive_minimum=True)] = None,
+    lipschitz_bound: Annotated[str, Param(
+        "L in Delta: paper (G + lambda R, the regularised loss) or data (G: the regulariser cancels)",
+        choices=LIPSCHITZ_BOUNDS)] = "paper",
 ) -> Fit:
     model, n = problem.model, problem.n
     if privacy.epsilon is None or privacy.delta is None:
@@ -179,7 +185,9 @@ def fit_output_perturbation_gd(
     spent = {"analytic_gaussian": gaussian_epsilon(std, delta, sens)}  # recomputed from the std used
 
     claim, details = output_sensitivity_claim(model, plan, spent, eps, "the sensitivity proof")
+    claim_reason = details.pop("claim_reason", None)
     plan_d = asdict(plan)
+    del plan_d["sensitivity"]
     return Fit(theta=theta + kappa, trace=[], privacy=ledger(
         private=True,
         mechanism="output perturbation of projected full-batch GD ([S2] Alg. 1, ZZMW 2017), analytic Gaussian "
@@ -188,33 +196,12 @@ def fit_output_perturbation_gd(
         target_epsilon=eps,
         delta=delta,
         epsilon_spent=spent,
-        adjacency="replace-one",
+        adjacency=Adjacency.REPLACE_ONE,
+        sensitivity=plan.sensitivity,
+        claim_reason=claim_reason,
         noise_std=std,
         strong_convexity=plan.l2,
         **plan_d,
         **rows,
         **details,
     ))
-
-
-register(AlgorithmInfo(
-    name="output_perturbation_gd",
-    title="Output perturbation of projected full-batch GD (ZZMW 2017 / [S2] Alg. 1), analytic Gaussian",
-    citation="Zhang, Zheng, Mou, Wang, Efficient Private ERM for Smooth Objectives, IJCAI 2017 (baseline [49] of "
-             "paper 003); paper 002 (CS325 lecture 17) Algorithm 1, Thm 17.4; ALGORITHMS.md §7",
-    private=True,
-    convex_only=True,
-    fit=fit_output_perturbation_gd,
-    params=(
-        HyperParam("epochs", int, 100, "T full-batch GD steps", minimum=1, maximum=MAX_EPOCHS),
-        HyperParam("lr", float, None, "step size; none: 1/beta (beta = beta_s + l2). Must be <= 2/(beta + l2), "
-                   "else an error", minimum=0, exclusive_minimum=True, optional=True),
-        HyperParam("l2", float, None, "training L2 lambda (= strong convexity mu), replaces the model's l2 during "
-                   "training; none: the model's l2", minimum=0, optional=True),
-        HyperParam("radius", float, None, "projection radius R; none: G/lambda (no projection if lambda = 0)",
-                   minimum=0, exclusive_minimum=True, optional=True),
-        HyperParam("lipschitz_bound", str, "paper",
-                   "L in Delta: paper (G + lambda R, the regularised loss) or data (G: the regulariser cancels)",
-                   choices=LIPSCHITZ_BOUNDS),
-    ),
-))

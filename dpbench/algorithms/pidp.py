@@ -139,21 +139,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Annotated, Callable
 
 import numpy as np
 from scipy import linalg
 from scipy.special import expit
 
 from dpbench.algorithms import kernels
-from dpbench.algorithms.base import MAX_EPOCHS, MAX_STEPS
-from dpbench.algorithms.base import AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, ledger, register
+from dpbench.algorithms.base import MAX_EPOCHS, MAX_STEPS, Fit, PrivacyTarget, Problem, algorithm, ledger
 from dpbench.algorithms.dpsgd import CALIBRATIONS, dpsgd_noise_multiplier
 from dpbench.algorithms.sgd import stretch_end, training_loss_trace
+from dpbench.ledger import Adjacency
 from dpbench.models.base import Model, clip_factors
 from dpbench.models.linear import LogisticRegression
 from dpbench.models.mlp import MLP
 from dpbench.privacy import dpsgd_epsilon_report, pidp_contribution_sigma
+from dpbench.registry import Param
 
 DAMPINGS = ("add", "floor")
 HESSIANS = ("auto", "exact", "ggn")
@@ -792,28 +793,51 @@ def pidp_budget(privacy: PrivacyTarget, *, n: int, steps: int, rounds: int, clip
                       E=influence_error_bound(smoothness, hessian_lipschitz, clip_norm, zeta, n))
 
 
+@algorithm("pidp_sgd", title="PIDP-SGD: DP-SGD that skips the noise for low-influence samples (claim unsound)",
+           citation="Kang, Li, Liu, Wang, Data Heterogeneity Differential Privacy (paper 000, Alg. 1, Thms 4-5); "
+                    "ALGORITHMS.md §4",
+           private=True)
 def fit_pidp_sgd(
     problem: Problem,
     privacy: PrivacyTarget,
     rng: np.random.Generator,
     *,
-    epochs: float = 1.0,
-    steps: int | None = None,
-    rounds: int = 10,
-    lr: float = 0.05,
-    clip_norm: float = 1.0,
-    zeta: float = 0.1,
-    radius: float = 1.0,
-    eps1_fraction: float = 0.75,
-    delta1_fraction: float = 0.5,
-    smoothness: float = 0.25,
-    hessian_lipschitz: float = 0.1,
-    damping: str = "add",
-    hessian: str = "auto",
-    hessian_samples: int = 1024,
-    calibration: str = "rdp",
-    paper_c: float = 1.0,
-    trace_every: int = 0,
+    epochs: Annotated[float, Param("passes over the data: T = round(epochs * n) batch-1 steps (ignored if "
+                                   "steps is set)", minimum=0, exclusive_minimum=True, maximum=MAX_EPOCHS)] = 1.0,
+    steps: Annotated[int | None, Param("T directly (overrides epochs)", minimum=1, maximum=MAX_STEPS)] = None,
+    rounds: Annotated[int, Param("global rounds R (Hessian recomputed per round); R*T_local = T", minimum=1,
+                                 paper="[S0] Alg. 1")] = 10,
+    lr: Annotated[float, Param("step size alpha", minimum=0, exclusive_minimum=True,
+                               paper="[S0] Alg. 1 lines 11, 14")] = 0.05,
+    clip_norm: Annotated[float, Param("per-example clipping norm C = the Lipschitz constant G of Thms 4-5",
+                                      minimum=0, exclusive_minimum=True, paper="[S0] Thms 4-5")] = 1.0,
+    zeta: Annotated[float, Param("Hessian lower bound / damping zeta (Thm 4, Remark 5)",
+                                 minimum=0, exclusive_minimum=True, paper="[S0] Thm 4, Remark 5")] = 0.1,
+    radius: Annotated[float, Param("r of lines 9-10 (radius of the parameter space; tau = 2 r delta1 "
+                                   "(1 + e^-eps1)); not a projection", minimum=0, exclusive_minimum=True,
+                                   paper="[S0] Alg. 1 lines 9-10, footnote 5")] = 1.0,
+    eps1_fraction: Annotated[float, Param("eps1 = this * eps for the noisy steps, eps2 = rest for c_t",
+                                          minimum=0, exclusive_minimum=True, maximum=1 - 1e-12,
+                                          paper="[S0] §7")] = 0.75,
+    delta1_fraction: Annotated[float, Param("delta1 = this * delta, delta2 = rest",
+                                            minimum=0, exclusive_minimum=True, maximum=1 - 1e-12)] = 0.5,
+    smoothness: Annotated[float, Param("beta_s (the paper's L) in E of Thm 4 (LR: 1/4)", minimum=0,
+                                       paper="[S0] Thm 4, Remark 1")] = 0.25,
+    hessian_lipschitz: Annotated[float, Param("C_H (the paper's C) in E of Thm 4 (LR: 0.0962)", minimum=0,
+                                              paper="[S0] Thm 4, Remark 1")] = 0.1,
+    damping: Annotated[str, Param("add: H + zeta I (Remark 5, Cholesky); floor: eigenvalues floored at zeta "
+                                  "(ALGORITHMS.md §4.2, eigh)", choices=DAMPINGS, paper="[S0] Remark 5")] = "add",
+    hessian: Annotated[str, Param("auto: exact for LR, Gauss-Newton on hessian_samples rows for the MLP; "
+                                  "exact; ggn", choices=HESSIANS, paper="[S0] Alg. 1 line 4")] = "auto",
+    hessian_samples: Annotated[int, Param("rows of the random subsample for hessian: ggn (0: all rows)",
+                                          minimum=0)] = 1024,
+    calibration: Annotated[str, Param("noise calibration of sigma at (eps1, delta1), q = 1/n, T steps: "
+                                      "rdp or pld accountant, or paper 000's closed form", choices=CALIBRATIONS,
+                                      paper="[S0] Thm 5")] = "rdp",
+    paper_c: Annotated[float, Param("the unspecified constant c of Thm 5's sigma (calibration: paper)",
+                                    minimum=0, exclusive_minimum=True, paper="[S0] Thm 5")] = 1.0,
+    trace_every: Annotated[int, Param("record the training loss every this many steps (0: no trace)",
+                                      minimum=0)] = 0,
 ) -> Fit:
     n = problem.n
     T = int(steps) if steps is not None else max(1, int(round(epochs * n)))
@@ -844,7 +868,8 @@ def fit_pidp_sgd(
         paper_claim={"epsilon": b.epsilon1 + b.epsilon2, "delta": b.delta1 + b.delta2,
                      "why_unsound": "ALGORITHMS.md §4.3 / §14.1: noise-free steps are not DP; data randomness "
                                     "used in the proof; per-coordinate DP; ||H||>=zeta; tau scales with r"},
-        adjacency="paper: replace-one; epsilon_spent: add/remove-one",
+        adjacency=Adjacency.REPLACE_ONE,
+        spent_adjacency=Adjacency.ADD_REMOVE,
         sampling={"kind": "uniform, one index per step (with replacement)", "accountant_rate": 1.0 / n},
         steps=T,
         T=T,
@@ -877,43 +902,3 @@ def fit_pidp_sgd(
         max_abs_theta_at_rounds=run.max_abs_theta,
         max_norm_theta_at_rounds=run.max_norm_theta,
     ))
-
-
-register(AlgorithmInfo(
-    name="pidp_sgd",
-    title="PIDP-SGD: DP-SGD that skips the noise for low-influence samples (claim unsound)",
-    citation="Kang, Li, Liu, Wang, Data Heterogeneity Differential Privacy (paper 000, Alg. 1, Thms 4-5); "
-             "ALGORITHMS.md §4",
-    private=True,
-    fit=fit_pidp_sgd,
-    params=(
-        HyperParam("epochs", float, 1.0, "passes over the data: T = round(epochs * n) batch-1 steps (ignored if "
-                   "steps is set)", minimum=0, exclusive_minimum=True, maximum=MAX_EPOCHS),
-        HyperParam("steps", int, None, "T directly (overrides epochs)", minimum=1, optional=True, maximum=MAX_STEPS),
-        HyperParam("rounds", int, 10, "global rounds R (Hessian recomputed per round); R*T_local = T", minimum=1),
-        HyperParam("lr", float, 0.05, "step size alpha", minimum=0, exclusive_minimum=True),
-        HyperParam("clip_norm", float, 1.0, "per-example clipping norm C = the Lipschitz constant G of Thms 4-5",
-                   minimum=0, exclusive_minimum=True),
-        HyperParam("zeta", float, 0.1, "Hessian lower bound / damping zeta (Thm 4, Remark 5)",
-                   minimum=0, exclusive_minimum=True),
-        HyperParam("radius", float, 1.0, "r of lines 9-10 (radius of the parameter space; tau = 2 r delta1 "
-                   "(1 + e^-eps1)); not a projection", minimum=0, exclusive_minimum=True),
-        HyperParam("eps1_fraction", float, 0.75, "eps1 = this * eps for the noisy steps, eps2 = rest for c_t",
-                   minimum=0, exclusive_minimum=True, maximum=1 - 1e-12),
-        HyperParam("delta1_fraction", float, 0.5, "delta1 = this * delta, delta2 = rest",
-                   minimum=0, exclusive_minimum=True, maximum=1 - 1e-12),
-        HyperParam("smoothness", float, 0.25, "beta_s (the paper's L) in E of Thm 4 (LR: 1/4)", minimum=0),
-        HyperParam("hessian_lipschitz", float, 0.1, "C_H (the paper's C) in E of Thm 4 (LR: 0.0962)", minimum=0),
-        HyperParam("damping", str, "add", "add: H + zeta I (Remark 5, Cholesky); floor: eigenvalues floored at zeta "
-                   "(ALGORITHMS.md §4.2, eigh)", choices=DAMPINGS),
-        HyperParam("hessian", str, "auto", "auto: exact for LR, Gauss-Newton on hessian_samples rows for the MLP; "
-                   "exact; ggn", choices=HESSIANS),
-        HyperParam("hessian_samples", int, 1024, "rows of the random subsample for hessian: ggn (0: all rows)",
-                   minimum=0),
-        HyperParam("calibration", str, "rdp", "noise calibration of sigma at (eps1, delta1), q = 1/n, T steps: "
-                   "rdp or pld accountant, or paper 000's closed form", choices=CALIBRATIONS),
-        HyperParam("paper_c", float, 1.0, "the unspecified constant c of Thm 5's sigma (calibration: paper)",
-                   minimum=0, exclusive_minimum=True),
-        HyperParam("trace_every", int, 0, "record the training loss every this many steps (0: no trace)", minimum=0),
-    ),
-))

@@ -90,24 +90,15 @@ is ALGORITHMS §10.4's: n -> B, no amplification).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Annotated
 
 import numpy as np
 
-from dpbench.algorithms.base import MAX_STEPS
-from dpbench.algorithms.base import (
-    NON_PRIVATE_LEDGER,
-    AlgorithmInfo,
-    Fit,
-    HyperParam,
-    PrivacyTarget,
-    Problem,
-    ledger,
-    register,
-)
+from dpbench.algorithms.base import MAX_STEPS, NON_PRIVATE_LEDGER, Fit, PrivacyTarget, Problem, algorithm, ledger
 from dpbench.algorithms.sgd import project_to_ball
+from dpbench.ledger import Adjacency
 from dpbench.models.base import Model
 from dpbench.privacy import gaussian_epsilon, zcdp_to_dp
-from dpbench.privacy import checks
 from dpbench.privacy.robust_mean import (
     BETA_RULES,
     BLOCK_ENTRIES,
@@ -120,9 +111,31 @@ from dpbench.privacy.robust_mean import (
     robust_scale,
     robust_sum,
 )
+from dpbench.registry import Param
 
 DEFAULT_LR_NO_SMOOTHNESS = 0.1
 _EPS_SLACK = 1e-9  # relative: recomputed eps vs target (rounding only)
+
+# the hyperparameters ht_robust_gd and rgd share (each fit declares them with these types and defaults)
+Steps = Annotated[int, Param("number T of gradient steps", minimum=1, maximum=MAX_STEPS, paper="[S4] Thm 7")]
+LearningRate = Annotated[float | None, Param(
+    "step size; none: 1/(model.smoothness + l2) ([S4] Thms 7-8, eta = 1/beta_s), "
+    f"or {DEFAULT_LR_NO_SMOOTHNESS} for a model without a smoothness bound",
+    minimum=0, exclusive_minimum=True, paper="[S4] Thms 7-8")]
+SecondMoment = Annotated[float, Param("known bound on E[(grad_j l)^2] ([S4] Assumption 4); "
+                                      "sets s = sqrt(m v/(2 log(1/delta')))", minimum=0, exclusive_minimum=True,
+                                      paper="[S4] Assumption 4")]
+DeltaPrime = Annotated[float, Param("failure probability delta' of the robust mean ([S4] Lemma 3, Alg. 4)",
+                                    minimum=0, exclusive_minimum=True, maximum=1.0, paper="[S4] Lemma 3, Alg. 4")]
+BetaRule = Annotated[str, Param("precision of the multiplicative noise: log = log(1/delta') ([S4] Alg. 4), "
+                                "2log = 2 log(1/delta') ([S4] Lemma 3, Holland)", choices=BETA_RULES,
+                                paper="[S4] Alg. 4 line 1, Lemma 3")]
+Radius = Annotated[float | None, Param("projection radius of W (none: no projection)",
+                                       minimum=0, exclusive_minimum=True)]
+BatchSize = Annotated[int | None, Param("rows per step (none: full batch); a fresh uniform batch each step, "
+                                        "s (and sigma) computed with n -> batch_size", minimum=1, paper="[S4] §6")]
+TraceEvery = Annotated[int, Param("snapshot the iterate at step 0, every this many steps and at the end "
+                                  "(0: no trace)", minimum=0)]
 
 
 @dataclass(frozen=True)
@@ -147,30 +160,19 @@ class RobustGDPlan:
 def plan_robust_gd(model: Model, n: int, *, algorithm: str, steps: int = 50, lr: float | None = None,
                    v: float = 1.0, delta_prime: float = 0.01, beta_m: str = "log", radius: float | None = None,
                    batch_size: int | None = None, trace_every: int = 0) -> RobustGDPlan:
-    """Validate the hyperparameters (one-line ValueErrors naming `algorithm`) and compute s, beta_m, lr."""
-    try:
-        steps = checks.integer("steps", steps, 1)
-        trace_every = checks.integer("trace_every", trace_every, 0)
-        v = checks.positive("v", v)
-        if isinstance(delta_prime, bool) or not isinstance(delta_prime, (int, float)) or not 0 < delta_prime < 1:
-            raise ValueError(f"delta_prime must be in (0, 1), got {delta_prime!r}")
-        if beta_m not in BETA_RULES:
-            raise ValueError(f"beta_m must be one of {', '.join(BETA_RULES)}, got {beta_m!r}")
-        if radius is not None:
-            radius = checks.positive("radius", radius)
-        if batch_size is not None:
-            batch_size = checks.integer("batch_size", batch_size, 1)
-            if batch_size > n:
-                raise ValueError(f"batch_size must be <= the number of training rows {n}, got {batch_size}")
-        if lr is None:
-            if model.smoothness is not None and model.smoothness + model.l2 > 0:
-                lr, lr_source = 1.0 / (model.smoothness + model.l2), "1/(model.smoothness + l2)"
-            else:
-                lr, lr_source = DEFAULT_LR_NO_SMOOTHNESS, "constant (model has no smoothness bound)"
+    """Compute s, beta_m and lr; check what the fit's `Param`s cannot (one-line ValueErrors naming
+    `algorithm`): delta' < 1 (Param's maximum is inclusive) and batch_size <= n."""
+    if not delta_prime < 1:
+        raise ValueError(f"{algorithm}: delta_prime must be in (0, 1), got {delta_prime!r}")
+    if batch_size is not None and batch_size > n:
+        raise ValueError(f"{algorithm}: batch_size must be <= the number of training rows {n}, got {batch_size}")
+    if lr is None:
+        if model.smoothness is not None and model.smoothness + model.l2 > 0:
+            lr, lr_source = 1.0 / (model.smoothness + model.l2), "1/(model.smoothness + l2)"
         else:
-            lr, lr_source = checks.positive("lr", lr), "lr"
-    except ValueError as exc:
-        raise ValueError(f"{algorithm}: {exc}") from None
+            lr, lr_source = DEFAULT_LR_NO_SMOOTHNESS, "constant (model has no smoothness bound)"
+    else:
+        lr_source = "lr"
     rows = n if batch_size is None else batch_size
     scale = robust_scale(rows, v, delta_prime)
     return RobustGDPlan(steps=steps, lr=lr, lr_source=lr_source, v=v, delta_prime=float(delta_prime),
@@ -239,19 +241,24 @@ def _sampling(plan: RobustGDPlan, n: int) -> dict:
             "rate": plan.batch_size / n}
 
 
+@algorithm("ht_robust_gd",
+           title="Heavy-tailed DP-SCO: robust (Catoni-Giulini/Holland) gradient mean + Gaussian noise ([S4] Alg. 4)",
+           citation="Wang, Xiao, Devadas, Xu, On differentially private stochastic convex optimization with "
+                    "heavy-tailed data, ICML 2020 (paper 004), Algorithm 4, Theorems 7-8; ALGORITHMS.md §10.4-§10.5",
+           private=True)
 def fit_ht_robust_gd(
     problem: Problem,
     privacy: PrivacyTarget,
     rng: np.random.Generator,
     *,
-    steps: int = 50,
-    lr: float | None = None,
-    v: float = 1.0,
-    delta_prime: float = 0.01,
-    beta_m: str = "log",
-    radius: float | None = None,
-    batch_size: int | None = None,
-    trace_every: int = 0,
+    steps: Steps = 50,
+    lr: LearningRate = None,
+    v: SecondMoment = 1.0,
+    delta_prime: DeltaPrime = 0.01,
+    beta_m: BetaRule = "log",
+    radius: Radius = None,
+    batch_size: BatchSize = None,
+    trace_every: TraceEvery = 0,
 ) -> Fit:
     """[S4] Algorithm 4 (robust gradient + Gaussian noise, zCDP accounting); see the module docstring."""
     if privacy.epsilon is None or privacy.delta is None:
@@ -280,7 +287,8 @@ def fit_ht_robust_gd(
         target_epsilon=eps,
         delta=delta,
         epsilon_spent=spent,
-        adjacency="replace-one",
+        adjacency=Adjacency.REPLACE_ONE,
+        sensitivity=sensitivity,
         guarantee="T Gaussian mechanisms at L2 sensitivity (4sqrt2/3) s sqrt(p)/m: rho = T Delta^2/(2 sigma^2) "
                   "zCDP => (rho + 2 sqrt(rho log(1/delta)), delta)-DP (Bun & Steinke 2016); ALGORITHMS.md §10.4",
         claim_reason="valid because v, delta', s and beta_m are data-independent constants (hyperparameters, no "
@@ -295,7 +303,6 @@ def fit_ht_robust_gd(
         rho=rho,
         noise_std=sigma,
         noise_std_formula="sigma = sqrt(8 v p T / (9 log(1/delta') m eps_tilde)), m = rows per step",
-        sensitivity=sensitivity,
         sensitivity_per_coordinate=2.0 * plan.value_bound / m,
         noise_multiplier=sigma / sensitivity,
         sampling=_sampling(plan, n),
@@ -305,19 +312,25 @@ def fit_ht_robust_gd(
     ))
 
 
+@algorithm("rgd",
+           title="Robust gradient descent (Holland 2019), the non-private baseline of [S4] §6 (Alg. 4 estimator, "
+                 "no noise)",
+           citation="Holland, Robust descent using smoothed multiplicative noise, AISTATS 2019; paper 004 §6 "
+                    "baseline; ALGORITHMS.md §10.6",
+           private=False)
 def fit_rgd(
     problem: Problem,
     privacy: PrivacyTarget,
     rng: np.random.Generator,
     *,
-    steps: int = 50,
-    lr: float | None = None,
-    v: float = 1.0,
-    delta_prime: float = 0.01,
-    beta_m: str = "log",
-    radius: float | None = None,
-    batch_size: int | None = None,
-    trace_every: int = 0,
+    steps: Steps = 50,
+    lr: LearningRate = None,
+    v: SecondMoment = 1.0,
+    delta_prime: DeltaPrime = 0.01,
+    beta_m: BetaRule = "log",
+    radius: Radius = None,
+    batch_size: BatchSize = None,
+    trace_every: TraceEvery = 0,
 ) -> Fit:
     """Holland's RGD with the Alg. 4 estimator and no noise (ALGORITHMS §10.6); non-private."""
     plan = plan_robust_gd(problem.model, problem.n, algorithm="rgd", steps=steps, lr=lr, v=v,
@@ -332,43 +345,3 @@ def fit_rgd(
         sampling=_sampling(plan, problem.n),
         **asdict(plan),
     ))
-
-
-_SHARED_PARAMS = (
-    HyperParam("steps", int, 50, "number T of gradient steps", minimum=1, maximum=MAX_STEPS),
-    HyperParam("lr", float, None, "step size; none: 1/(model.smoothness + l2) ([S4] Thms 7-8, eta = 1/beta_s), "
-               f"or {DEFAULT_LR_NO_SMOOTHNESS} for a model without a smoothness bound",
-               minimum=0, exclusive_minimum=True, optional=True),
-    HyperParam("v", float, 1.0, "known bound on E[(grad_j l)^2] ([S4] Assumption 4); "
-               "sets s = sqrt(m v/(2 log(1/delta')))", minimum=0, exclusive_minimum=True),
-    HyperParam("delta_prime", float, 0.01, "failure probability delta' of the robust mean ([S4] Lemma 3, Alg. 4)",
-               minimum=0, exclusive_minimum=True, maximum=1.0),
-    HyperParam("beta_m", str, "log", "precision of the multiplicative noise: log = log(1/delta') ([S4] Alg. 4), "
-               "2log = 2 log(1/delta') ([S4] Lemma 3, Holland)", choices=BETA_RULES),
-    HyperParam("radius", float, None, "projection radius of W (none: no projection)",
-               minimum=0, exclusive_minimum=True, optional=True),
-    HyperParam("batch_size", int, None, "rows per step (none: full batch); a fresh uniform batch each step, "
-               "s (and sigma) computed with n -> batch_size", minimum=1, optional=True),
-    HyperParam("trace_every", int, 0, "snapshot the iterate at step 0, every this many steps and at the end "
-               "(0: no trace)", minimum=0),
-)
-
-register(AlgorithmInfo(
-    name="ht_robust_gd",
-    title="Heavy-tailed DP-SCO: robust (Catoni-Giulini/Holland) gradient mean + Gaussian noise ([S4] Alg. 4)",
-    citation="Wang, Xiao, Devadas, Xu, On differentially private stochastic convex optimization with heavy-tailed "
-             "data, ICML 2020 (paper 004), Algorithm 4, Theorems 7-8; ALGORITHMS.md §10.4-§10.5",
-    private=True,
-    fit=fit_ht_robust_gd,
-    params=_SHARED_PARAMS,
-))
-
-register(AlgorithmInfo(
-    name="rgd",
-    title="Robust gradient descent (Holland 2019), the non-private baseline of [S4] §6 (Alg. 4 estimator, no noise)",
-    citation="Holland, Robust descent using smoothed multiplicative noise, AISTATS 2019; paper 004 §6 baseline; "
-             "ALGORITHMS.md §10.6",
-    private=False,
-    fit=fit_rgd,
-    params=_SHARED_PARAMS,
-))

@@ -81,13 +81,16 @@ at eps = 10, std 7.9.
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import numpy as np
 
-from dpbench.algorithms.base import AlgorithmInfo, Fit, HyperParam, PrivacyTarget, Problem, ledger, register
+from dpbench.algorithms.base import Fit, PrivacyTarget, Problem, algorithm, ledger
 from dpbench.algorithms.nonprivate import minimize_empirical_risk
 from dpbench.algorithms.sgd import project_to_ball
+from dpbench.ledger import Adjacency
 from dpbench.privacy.smooth_sensitivity import sample_aggregate_release
+from dpbench.registry import Param
 
 NAME = "ht_sample_aggregate"
 DEFAULT_SUBSETS = 1000
@@ -95,13 +98,6 @@ DEFAULT_DIAMETER = 4.0
 MIN_SUBSETS = 7  # t0 = ceil((m + sqrt(m))/2 + 1) <= m - 1 needs m >= 7
 #: the Gaussian admissible-noise lemma of NRS07 is stated for eps in (0, 1) (strict)
 EPS_MAX = 1.0
-
-
-def _int_param(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer)) or int(value) != value \
-            or value < minimum:
-        raise ValueError(f"{NAME}: {name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
 
 
 def subset_solutions(problem: Problem, rng: np.random.Generator, subsets: int, radius: float) -> np.ndarray:
@@ -148,27 +144,33 @@ def claim_conditions(eps: float, delta: float, d: int, m: int, n: int) -> list[d
     return out
 
 
+@algorithm(NAME, title="Sample and aggregate with smooth sensitivity (NRS07; [S4] Alg. 1)",
+           citation="Wang, Xiao, Devadas, Xu, ICML 2020 (paper 004) Algorithm 1, Theorems 1-2; Nissim, "
+                    "Raskhodnikova, Smith, Smooth sensitivity and sampling in private data analysis, STOC 2007; "
+                    "ALGORITHMS.md §10.1",
+           private=True)
 def fit_sample_aggregate(
     problem: Problem,
     privacy: PrivacyTarget,
     rng: np.random.Generator,
     *,
-    subsets: int = DEFAULT_SUBSETS,
-    diameter: float = DEFAULT_DIAMETER,
-    trace_every: int = 0,
+    subsets: Annotated[int, Param("m, number of disjoint subsets (claim valid only if "
+                                  "2d/sqrt(m) < eps < 1, ceil(4 sqrt(m)(d + ln(2/delta))/eps) <= m and m > ln(n)^2)",
+                                  minimum=MIN_SUBSETS, paper="[S4] Alg. 1, Thm 1")] = DEFAULT_SUBSETS,
+    diameter: Annotated[float, Param("Lambda, l2 diameter of f's range: subset solutions are "
+                                     "projected on ||w|| <= Lambda/2", minimum=0, exclusive_minimum=True,
+                                     paper="[S4] Thm 1")] = DEFAULT_DIAMETER,
+    trace_every: Annotated[int, Param("> 0: record w^0 (step 0) and the release (step 1); 0: no trace",
+                                      minimum=0)] = 0,
 ) -> Fit:
     """[S4] Algorithm 1 (see the module docstring)."""
     if privacy.epsilon is None or privacy.delta is None:
         raise ValueError(f"{NAME} is a private algorithm: it needs a target epsilon and delta")
     eps, delta = float(privacy.epsilon), float(privacy.delta)
     model, n = problem.model, problem.n
-    m = _int_param("subsets", subsets, MIN_SUBSETS)
+    m = int(subsets)
     if m > n:
         raise ValueError(f"{NAME}: subsets={m} exceeds the {n} training rows; every subset needs at least one row")
-    trace_every = _int_param("trace_every", trace_every, 0)
-    if isinstance(diameter, bool) or not isinstance(diameter, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(diameter) or not diameter > 0:
-        raise ValueError(f"{NAME}: diameter must be a finite number > 0, got {diameter!r}")
     lam = float(diameter)
 
     w0 = np.array(model.init(rng), dtype=float)
@@ -180,7 +182,6 @@ def fit_sample_aggregate(
     conditions = claim_conditions(eps, delta, p, m, n)
     failed = [c for c in conditions if not c["holds"]]
     details = dict(
-        adjacency="replace-one",
         subsets=m,
         rows_per_subset=[n // m, -(-n // m)],
         partition="uniformly random disjoint partition (each record in exactly one subset)",
@@ -206,27 +207,9 @@ def fit_sample_aggregate(
                  "Gaussian noise")
     if not failed:
         entry = ledger(private=True, mechanism=mechanism, claim="valid", target_epsilon=eps, delta=delta,
-                       epsilon_spent={"nrs07_theorem": eps}, **details)
+                       epsilon_spent={"nrs07_theorem": eps}, adjacency=Adjacency.REPLACE_ONE, **details)
     else:
         entry = ledger(private=True, mechanism=mechanism, claim="paper-only", target_epsilon=eps, delta=delta,
-                       epsilon_spent={}, claim_reason="; ".join(c["reason"] for c in failed), **details)
+                       epsilon_spent={}, adjacency=Adjacency.REPLACE_ONE,
+                       claim_reason="; ".join(c["reason"] for c in failed), **details)
     return Fit(theta=theta, trace=trace, privacy=entry)
-
-
-register(AlgorithmInfo(
-    name=NAME,
-    title="Sample and aggregate with smooth sensitivity (NRS07; [S4] Alg. 1)",
-    citation="Wang, Xiao, Devadas, Xu, ICML 2020 (paper 004) Algorithm 1, Theorems 1-2; Nissim, Raskhodnikova, "
-             "Smith, Smooth sensitivity and sampling in private data analysis, STOC 2007; ALGORITHMS.md §10.1",
-    private=True,
-    fit=fit_sample_aggregate,
-    params=(
-        HyperParam("subsets", int, DEFAULT_SUBSETS, "m, number of disjoint subsets (claim valid only if "
-                   "2d/sqrt(m) < eps < 1, ceil(4 sqrt(m)(d + ln(2/delta))/eps) <= m and m > ln(n)^2)",
-                   minimum=MIN_SUBSETS),
-        HyperParam("diameter", float, DEFAULT_DIAMETER, "Lambda, l2 diameter of f's range: subset solutions are "
-                   "projected on ||w|| <= Lambda/2", minimum=0, exclusive_minimum=True),
-        HyperParam("trace_every", int, 0, "> 0: record w^0 (step 0) and the release (step 1); 0: no trace",
-                   minimum=0),
-    ),
-))

@@ -1,109 +1,49 @@
-"""Data sets of the reproduced papers: `load(name)` -> `Dataset` (see base.py).
+"""Data sets: `load(name)` -> `Dataset` (base.py); each data set is one declaration in the registry `DATASETS`.
 
-UCI data (uci.py, preprocessing in preprocess.py, ALGORITHMS.md §0.3): `adult`, `bank`,
-`kddcup99`, `breast_cancer`, `iris`. Synthetic heavy-tailed data of paper 004 (synthetic.py,
-ALGORITHMS.md §10.7): `synthetic_linear`, `synthetic_logistic`. Credit Card Fraud of paper 003
-(creditcard.py): `credit_card`, a user-supplied Kaggle file ($DPBENCH_DATA/creditcard/creditcard.csv,
-never downloaded), balanced 492 + 492 rows. A fixed finite population for excess population risk
-(population.py, paper 002): `synthetic_population`, whose test split is the whole pool.
+Built-in data sets, each declared where it is loaded (every module of this package is imported
+on first use, so a new data set is a new module with a decorated loader):
 
-Every `load` keyword except `**options` is common to all data sets (`COMMON_PARAMS`);
-`option_names(name)` lists the per-data-set options so the YAML validator can reject unknown
-ones. A bad name or option raises ValueError (one line, listing valid values); a missing or
-corrupt raw file raises `dpbench.errors.DataError` (one line: data set, paths looked at, how to
-get the data).
+* UCI data (uci.py, one `uci_dataset(UciSpec(...))` each; preprocessing in preprocess.py,
+  ALGORITHMS.md §0.3): `adult`, `bank`, `kddcup99`, `breast_cancer`, `iris`.
+* Synthetic heavy-tailed data of paper 004 (synthetic.py, ALGORITHMS.md §10.7): `synthetic_linear`,
+  `synthetic_logistic`.
+* Credit Card Fraud of paper 003 (creditcard.py): `credit_card`, a user-supplied Kaggle file
+  ($DPBENCH_DATA/creditcard/creditcard.csv, never downloaded), balanced 492 + 492 rows.
+* A fixed finite population for excess population risk (population.py, paper 002):
+  `synthetic_population`, whose test split is the whole pool.
+* Your own table (tabular.py): `csv`, a .csv (or .parquet) file with a label column, through the
+  same preprocessing as the UCI data.
+
+A data set's options are its loader's annotated keyword arguments (base.py, `dataset`) plus the
+options common to all (`COMMON_PARAMS`: n, test_fraction, val_fraction, declared in
+`base.Common`); `DATASETS[name].validate(options)` checks a spec's `options:` mapping. Installed
+packages add data sets through the entry point group `dpbench.datasets`. Importing this package
+registers the built-ins and reads no data file.
+
+A bad name or option raises ValueError (one line: the valid names, or "option: reason"); a
+missing or corrupt raw file raises `dpbench.errors.DataError` (one line: data set, paths looked
+at, how to get the data).
 """
 
 from __future__ import annotations
 
 import os
 import pathlib
-from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from dpbench.data import creditcard, population, synthetic, uci
-from dpbench.data.base import Dataset
+from dpbench.data.base import COMMON_PARAMS, DATASETS, Common, Dataset, DatasetInfo, dataset
+from dpbench.registry import import_submodules
 
-#: Keyword parameters of `load` shared by every data set (not part of option_names()).
-COMMON_PARAMS = frozenset({"seed", "n", "test_fraction", "val_fraction", "data_dir"})
+import_submodules(__name__)  # every module of this package declares its data sets: adding one is adding a file
 
-
-@dataclass(frozen=True)
-class DatasetInfo:
-    """Registry entry: what a data set is and where it comes from."""
-
-    name: str
-    description: str
-    citation: str  # paper(s) and UCI id
-    task: str  # "classification" | "regression"
-    source: str  # "uci" | "synthetic" | "user-supplied"
-    uci_id: int | None = None
-    known_parameter: bool = False  # the true parameter w* is known (Dataset.w_star)
-    population: bool = False  # the test split is the whole population (excess population risk is exact)
-
-
-DATASETS: dict[str, DatasetInfo] = {
-    **{
-        name: DatasetInfo(
-            name=name,
-            description=spec.description,
-            citation=spec.citation,
-            task="classification",
-            source="uci",
-            uci_id=spec.uci_id,
-        )
-        for name, spec in uci.SPECS.items()
-    },
-    "synthetic_linear": DatasetInfo(
-        name="synthetic_linear",
-        description="y = <w*,x> + centred LogNormal noise (heavy-tailed regression), n=1e5, d=10",
-        citation=synthetic.CITATION,
-        task="regression",
-        source="synthetic",
-        known_parameter=True,
-    ),
-    "synthetic_logistic": DatasetInfo(
-        name="synthetic_logistic",
-        description="y = sign(<w*,x> + centred LogLogistic noise), n=1e5, d=10",
-        citation=synthetic.CITATION,
-        task="classification",
-        source="synthetic",
-        known_parameter=True,
-    ),
-    "credit_card": DatasetInfo(
-        name="credit_card",
-        description=creditcard.DESCRIPTION,
-        citation=creditcard.CITATION,
-        task="classification",
-        source="user-supplied",
-    ),
-    "synthetic_population": DatasetInfo(
-        name="synthetic_population",
-        description=population.DESCRIPTION,
-        citation=population.CITATION,
-        task="classification",
-        source="synthetic",
-        known_parameter=True,
-        population=True,
-    ),
-}
-
-
-def _info(name: object) -> DatasetInfo:
-    if not isinstance(name, str) or name not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}; valid: {', '.join(DATASETS)}")
-    return DATASETS[name]
+from dpbench.data import creditcard, uci  # noqa: E402 - imported above; verify() and data_dir() use them
 
 
 def option_names(name: str) -> set[str]:
-    """Names of the **options `load(name, ...)` accepts (besides COMMON_PARAMS)."""
-    info = _info(name)
-    if name == "credit_card":
-        return creditcard.option_names()
-    if name == "synthetic_population":
-        return population.option_names()
-    return uci.option_names(name) if info.source == "uci" else synthetic.option_names(name)
+    """Names of the data set's own options (the **options of `load`; the common ones excluded)."""
+    return {p.name for p in DATASETS.lookup(name).own_params}
 
 
 def data_dir(explicit: str | os.PathLike | None = None) -> pathlib.Path:
@@ -131,6 +71,11 @@ def verify(data_dir: str | os.PathLike | None = None, *, include_absent_optional
     return records
 
 
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the Python number it holds (the Params check Python types)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def load(
     name: str,
     *,
@@ -143,59 +88,34 @@ def load(
 ) -> Dataset:
     """Load and preprocess a data set; same arguments -> bit-identical arrays in any process of one machine.
 
-    `n`: UCI and credit_card -- optional uniform subsample of the cleaned (credit_card: balanced)
-    table drawn with `seed` before the split (KDDCup99 papers: 70,000); synthetic_linear/logistic
-    -- number of generated rows (default 100,000); synthetic_population -- number of TRAINING rows
-    drawn from the pool (default 1,000).
+    `n`: UCI, credit_card and csv -- optional uniform subsample of the cleaned (credit_card:
+    balanced) table drawn with `seed` before the split (KDDCup99 papers: 70,000);
+    synthetic_linear/logistic -- number of generated rows (default 100,000);
+    synthetic_population -- number of TRAINING rows drawn from the pool (default 1,000).
     `test_fraction`/`val_fraction` are fractions of all (used) rows; train is the rest
     (synthetic_population: val = round(val_fraction * n) extra rows, test_fraction ignored, test =
-    the whole pool).
+    the whole pool). `options` and the three above are checked by `DATASETS[name].validate`
+    (ValueError "option: reason"); a file-path option may be an os.PathLike.
     """
-    info = _info(name)
+    info = DATASETS.lookup(name)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-    seed = int(seed)
-    valid = option_names(name)
-    unknown = sorted(set(options) - valid)
-    if unknown:
-        raise ValueError(
-            f"unknown option(s) {', '.join(unknown)} for dataset '{name}'; valid: "
-            + (", ".join(sorted(valid)) if valid else "none")
-        )
-    if name == "credit_card":
-        return creditcard.load(
-            seed=seed,
-            n=n,
-            test_fraction=test_fraction,
-            val_fraction=val_fraction,
-            data_dir=data_dir,
-            **options,
-        )
-    if name == "synthetic_population":
-        return population.make(
-            seed=seed, n=n, test_fraction=test_fraction, val_fraction=val_fraction, **options
-        )
-    if info.source == "uci":
-        return uci.load_uci(
-            name,
-            seed=seed,
-            n=n,
-            test_fraction=test_fraction,
-            val_fraction=val_fraction,
-            data_dir=data_dir,
-            **options,
-        )
-    return synthetic.make(
-        name, seed=seed, n=n, test_fraction=test_fraction, val_fraction=val_fraction, **options
-    )
+    paths = {p.name for p in info.params if p.path}
+    given = {k: os.fspath(v) if k in paths and isinstance(v, os.PathLike) else _plain(v) for k, v in options.items()}
+    checked = info.validate({**given, "n": _plain(n), "test_fraction": _plain(test_fraction),
+                             "val_fraction": _plain(val_fraction)})
+    common = Common(int(seed), data_dir, **{p.name: checked.pop(p.name) for p in COMMON_PARAMS})
+    return info.load(common, **checked)
 
 
 __all__ = [
     "COMMON_PARAMS",
+    "Common",
     "DATASETS",
     "Dataset",
     "DatasetInfo",
     "data_dir",
+    "dataset",
     "load",
     "option_names",
     "verify",

@@ -14,8 +14,9 @@ Where the file comes from (choices):
   never downloads anything: the user supplies the file. Default location
   `<data_dir()>/creditcard/creditcard.csv`, i.e. `$DPBENCH_DATA/creditcard/creditcard.csv`
   (`data_dir()` = the `data_dir` argument, else $DPBENCH_DATA, else ./data, as for the UCI data).
-  Option `path` (default None) names the file explicitly instead (a relative path is relative to
-  the current directory); then only that path is looked at.
+  Option `path` (default None) names the file explicitly instead (in a spec a relative path is
+  relative to the YAML file's folder; given to `data.load` directly, to the current directory);
+  then only that path is looked at.
 * A missing file raises `DataError` with one line: the path looked at and how to get the file.
 * SHA-256: the sum of the original Kaggle file is not known here, so the file is NOT checked
   against a known sum; its SHA-256 is computed and recorded in `provenance["files"]` (and
@@ -64,14 +65,16 @@ from __future__ import annotations
 import functools
 import os
 import pathlib
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
 
 from dpbench.data import preprocess, uci
 from dpbench.data.uci import _abs, _one_line, _stat_key  # one definition of the file helpers
-from dpbench.data.base import Dataset
+from dpbench.data.base import Common, Dataset, dataset
 from dpbench.errors import DataError
+from dpbench.registry import Param
 
 NAME = "credit_card"
 FOLDER = "creditcard"
@@ -90,15 +93,6 @@ CITATION = (
     "paper 003 §6 (984 rows)"
 )
 
-#: option -> default.
-OPTIONS: dict[str, object] = {"path": None, "balanced": True, "balance_seed": 0}
-
-
-def option_names() -> set[str]:
-    """Accepted **options of `credit_card`."""
-    return set(OPTIONS)
-
-
 def default_path(root: str | os.PathLike | None = None) -> pathlib.Path:
     """`<data_dir(root)>/creditcard/creditcard.csv` (data_dir: root, else $DPBENCH_DATA, else ./data)."""
     return uci.data_dir(root) / FOLDER / FILE
@@ -115,27 +109,6 @@ def how_to_get(explicit: bool = False) -> str:
         f"the file is user-supplied (not on UCI/ucimlrepo, never downloaded): download {FILE} from "
         f"Kaggle data set '{KAGGLE}' ({URL}; needs a Kaggle login) and {where}"
     )
-
-
-def _validate(options: dict) -> dict:
-    opts = dict(OPTIONS)
-    for key, value in options.items():
-        if key == "path":
-            if value is not None and (not isinstance(value, (str, os.PathLike)) or str(value) == ""):
-                raise ValueError(f"option path={value!r} for dataset '{NAME}' must be a file path or null")
-        elif key == "balanced":
-            if not isinstance(value, bool):
-                raise ValueError(f"option balanced={value!r} for dataset '{NAME}' must be true or false")
-        elif key == "balance_seed":
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-                raise ValueError(
-                    f"option balance_seed={value!r} for dataset '{NAME}' must be a non-negative integer"
-                )
-            value = int(value)
-        else:  # pragma: no cover - names are checked by data.load
-            raise ValueError(f"unknown option {key} for dataset '{NAME}'; valid: {', '.join(sorted(OPTIONS))}")
-        opts[key] = value
-    return opts
 
 
 def resolve_path(path: str | os.PathLike | None, root: str | os.PathLike | None) -> pathlib.Path:
@@ -228,22 +201,33 @@ def _clean_cached(
 # --------------------------------------------------------------------------- entry points
 
 
+def _path_not_empty(options: dict) -> None:
+    if options["path"] == "":
+        raise ValueError("path: must be a file path or null (null: <data folder>/creditcard/creditcard.csv)")
+
+
+@dataset(NAME, description=DESCRIPTION, citation=CITATION, task="classification", origin="user-supplied",
+         check=_path_not_empty)
 def load(
+    common: Common,
     *,
-    seed: int,
-    n: int | None,
-    test_fraction: float,
-    val_fraction: float,
-    data_dir: str | os.PathLike | None,
-    **options: object,
+    path: Annotated[str | None, Param(
+        "the file to read instead of <data folder>/creditcard/creditcard.csv", path=True)] = None,
+    balanced: Annotated[bool, Param(
+        "keep every fraud and as many normal rows drawn with balance_seed (paper 003: 492 + 492 rows); "
+        "false: all rows", paper="paper 003 §6 (984 rows)")] = True,
+    balance_seed: Annotated[int, Param(
+        "seed of the fixed draw of the normal rows (independent of the repetition seed)", minimum=0)] = 0,
 ) -> Dataset:
     """Load `credit_card` (see the module docstring for every choice)."""
-    opts = _validate(options)
+    _path_not_empty({"path": path})
+    opts = {"path": path, "balanced": balanced, "balance_seed": int(balance_seed)}
+    seed, n, test_fraction, val_fraction = common.seed, common.n, common.test_fraction, common.val_fraction
     preprocess.check_fractions(test_fraction, val_fraction)
-    target = resolve_path(opts["path"], data_dir)  # type: ignore[arg-type]
-    _, rows_raw, dropped, key = _read(target, opts["path"] is not None)
+    target = resolve_path(path, common.data_dir)
+    _, rows_raw, dropped, key = _read(target, path is not None)
     try:
-        table, ranges, n_fraud = _clean_cached(*key, bool(opts["balanced"]), int(opts["balance_seed"]))
+        table, ranges, n_fraud = _clean_cached(*key, bool(balanced), int(balance_seed))
     except ValueError as exc:
         raise DataError(f"dataset '{NAME}': {_abs(target)}: {_one_line(exc)}") from exc
     digest = uci.sha256(target)
@@ -333,11 +317,9 @@ def clear_caches() -> None:
 __all__ = [
     "COLUMNS",
     "FEATURES",
-    "OPTIONS",
     "balanced_rows",
     "clear_caches",
     "default_path",
     "load",
-    "option_names",
     "verify_record",
 ]

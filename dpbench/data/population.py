@@ -44,11 +44,13 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Annotated
 
 import numpy as np
 
 from dpbench.data import preprocess
-from dpbench.data.base import Dataset
+from dpbench.data.base import Common, Dataset, dataset
+from dpbench.registry import Param
 
 NAME = "synthetic_population"
 DEFAULT_N = 1000
@@ -57,43 +59,6 @@ DESCRIPTION = (
     "fixed pool of 200,000 rows, x uniform in the unit ball of R^10, P(y=+1|x)=sigmoid(4<w*,x>); "
     "train/val drawn with replacement per seed, test = the whole pool (exact population risk)"
 )
-
-#: option -> default.
-OPTIONS: dict[str, object] = {"pool": 200_000, "pool_seed": 2022, "d": 10, "scale": 4.0}
-
-
-def option_names() -> set[str]:
-    """Accepted **options of `synthetic_population`."""
-    return set(OPTIONS)
-
-
-def _int_option(key: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"option {key}={value!r} for dataset '{NAME}' must be an integer >= {minimum}")
-    return int(value)
-
-
-def _validate(options: dict) -> dict:
-    opts = dict(OPTIONS)
-    for key, value in options.items():
-        if key == "pool":
-            opts[key] = _int_option(key, value, 1)
-        elif key == "pool_seed":
-            opts[key] = _int_option(key, value, 0)
-        elif key == "d":
-            opts[key] = _int_option(key, value, 1)
-        elif key == "scale":
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float, np.integer, np.floating))
-                or not math.isfinite(value)
-                or value < 0
-            ):
-                raise ValueError(f"option scale={value!r} for dataset '{NAME}' must be a finite number >= 0")
-            opts[key] = float(value)
-        else:  # pragma: no cover - names are checked by data.load
-            raise ValueError(f"unknown option {key} for dataset '{NAME}'; valid: {', '.join(sorted(OPTIONS))}")
-    return opts
 
 
 def sigmoid(z: np.ndarray) -> np.ndarray:
@@ -127,17 +92,19 @@ def _half_up(x: float) -> int:
     return int(math.floor(x + 0.5))
 
 
+@dataset(NAME, description=DESCRIPTION, citation=CITATION, task="classification", origin="synthetic",
+         known_parameter=True, population=True)
 def make(
+    common: Common,
     *,
-    seed: int = 0,
-    n: int | None = None,
-    test_fraction: float = 0.2,
-    val_fraction: float = 0.2,
-    **options: object,
+    pool: Annotated[int, Param("rows in the fixed pool (the population)", minimum=1)] = 200_000,
+    pool_seed: Annotated[int, Param("seed of the generator that draws the pool and w*", minimum=0)] = 2022,
+    d: Annotated[int, Param("feature dimension: x uniform in the unit ball of R^d", minimum=1)] = 10,
+    scale: Annotated[float, Param("P(y=+1|x) = sigmoid(scale <w*, x>); 0 gives fair coins", minimum=0)] = 4.0,
 ) -> Dataset:
     """One repetition of `synthetic_population` (see the module docstring for every choice)."""
-    opts = _validate(options)
-    for key, value in (("test_fraction", test_fraction), ("val_fraction", val_fraction)):
+    seed, n, val_fraction = common.seed, common.n, common.val_fraction
+    for key, value in (("test_fraction", common.test_fraction), ("val_fraction", val_fraction)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
             raise ValueError(f"{key} must be a number in [0, 1), got {value!r}")
     if n is None:
@@ -145,7 +112,8 @@ def make(
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"n must be a positive integer or null, got {n!r}")
     n = int(n)
-    pool, pool_seed, d, scale = int(opts["pool"]), int(opts["pool_seed"]), int(opts["d"]), float(opts["scale"])
+    opts = {"pool": int(pool), "pool_seed": int(pool_seed), "d": int(d), "scale": float(scale)}
+    pool, pool_seed, d, scale = opts["pool"], opts["pool_seed"], opts["d"], opts["scale"]
     X, y, w, p = make_pool(pool, pool_seed, d, scale)
 
     n_val = _half_up(val_fraction * n)
@@ -186,7 +154,7 @@ def make(
             "train: n pool rows i.i.d. uniform with replacement; val: round(val_fraction*n) rows the same "
             "way (after train, same generator); test: the whole pool in pool order (population)"
         ),
-        "test_fraction": float(test_fraction),
+        "test_fraction": float(common.test_fraction),
         "test_fraction_note": "ignored: the test split is the whole pool",
         "val_fraction": float(val_fraction),
         "norm_bound": 1.0,
@@ -208,4 +176,4 @@ def make(
     )
 
 
-__all__ = ["DEFAULT_N", "OPTIONS", "make", "make_pool", "option_names", "sigmoid"]
+__all__ = ["DEFAULT_N", "make", "make_pool", "sigmoid"]

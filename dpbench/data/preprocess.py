@@ -4,10 +4,12 @@ Recipe, in order (every step is deterministic given `seed`; the same (dataset, s
 fractions) gives bit-identical arrays in any process of one machine):
 
 1. Missing values. `missing="drop"` (default, §0.3 step 1) drops every row with a missing value
-   in a feature or the label. `missing="impute"` keeps rows whose only gaps are in numeric
-   columns and fills them with the TRAINING split's median (a tiny non-private step, recorded in
-   the provenance); only the Breast Cancer loader exposes it, to reproduce the 699 rows that
-   paper 003 reports.
+   in a feature or the label. `missing="impute"` keeps every row with a label and fills a numeric
+   gap with the TRAINING split's median and a categorical gap with the training split's most
+   frequent level (ties: the first in sorted order; a column with no training value gets no
+   level, all its one-hot features 0) -- a tiny non-private step, recorded in the provenance.
+   Breast Cancer exposes it to reproduce the 699 rows that paper 003 reports (its gaps are all
+   numeric), the `csv` data set for any file.
 2. Constant columns. A column with a single observed value in the full cleaned table is dropped
    (KDDCup99: `num_outbound_cmds` and `is_host_login`); it carries no information and would only
    waste a unit of the norm budget.
@@ -158,14 +160,16 @@ def clean_table(
 ) -> CleanTable:
     """Steps 1-2 and the labels on a canonical table (float64 `numeric`, sorted categorical
     `categorical` and `label` columns). Rows whose label is in `positive` get y = +1.
-    The frame is not modified (it is the per-process parse cache)."""
+    The frame is not modified (it is the per-process parse cache). With missing="impute" a
+    categorical gap is kept as code -1 in `groups` (build_classification fills it)."""
     if missing not in ("drop", "impute"):
         raise ValueError(f"missing must be one of: drop, impute (got {missing!r})")
     numeric, categorical = list(numeric), list(categorical)
-    # 1. missing values
-    cat_gap = frame[categorical].isna().any(axis=1).to_numpy() | frame["label"].isna().to_numpy()
+    # 1. missing values (a row without a label is always dropped)
+    label_gap = frame["label"].isna().to_numpy()
+    cat_gap = frame[categorical].isna().any(axis=1).to_numpy()
     num_gap = frame[numeric].isna().any(axis=1).to_numpy()
-    keep = ~(cat_gap | num_gap) if missing == "drop" else ~cat_gap
+    keep = ~(label_gap | cat_gap | num_gap) if missing == "drop" else ~label_gap
     rows = None if keep.all() else np.flatnonzero(keep)
     clean = frame if rows is None else frame.iloc[rows]
     # 2. constant columns (public-schema decision on the full cleaned table)
@@ -188,7 +192,7 @@ def clean_table(
         y=y,
         label_rule=label_rule,
         missing=missing,
-        n_imputable=int((num_gap & ~cat_gap).sum()) if missing == "impute" else 0,
+        n_imputable=int(((num_gap | cat_gap) & ~label_gap).sum()) if missing == "impute" else 0,
     )
 
 
@@ -250,8 +254,17 @@ def build_classification(
         num /= span
         np.clip(num, 0.0, 1.0, out=num)
 
-    # 5b. categorical: one-hot with all observed levels of the full cleaned table
+    # 5b. categorical: one-hot with all observed levels of the full cleaned table; with
+    # missing="impute" a gap (code -1) takes the training split's most frequent level
     groups = [(c, levels, codes if sel is None else codes[sel]) for c, levels, codes in table.groups]
+    modes: dict[str, str | None] = {}
+    for i, (c, levels, codes) in enumerate(groups):
+        gaps = codes < 0
+        if gaps.any():
+            observed = codes[train][codes[train] >= 0].astype(np.intp)
+            mode = int(np.bincount(observed, minlength=len(levels)).argmax()) if observed.size else -1
+            modes[c] = levels[mode] if mode >= 0 else None
+            groups[i] = (c, levels, np.where(gaps, mode, codes))
 
     # 6. data-independent norm bound + intercept. X is built directly in split order
     # (train, val, test) so each split is a contiguous slice; no extra copies.
@@ -268,7 +281,12 @@ def build_classification(
     rows = np.arange(m)
     offset = len(num_keep)
     for _, levels, codes in groups:
-        X[rows, offset + codes[order].astype(np.intp)] = 1.0 / scale  # int8 codes would overflow
+        ordered = codes[order].astype(np.intp)  # int8 codes would overflow
+        if ordered.size and ordered.min() < 0:  # a gap with no training level to impute: all features 0
+            present = ordered >= 0
+            X[rows[present], offset + ordered[present]] = 1.0 / scale
+        else:
+            X[rows, offset + ordered] = 1.0 / scale
         offset += len(levels)
     X[:, -1] = 1.0 / scale
     y_ord = y[order]
@@ -306,8 +324,12 @@ def build_classification(
                 "drop rows with any missing value"
                 if missing == "drop"
                 else f"impute numeric gaps with the training-split median ({table.n_imputable} rows)"
+                if not modes
+                else "impute numeric gaps with the training-split median and categorical gaps with its most "
+                f"frequent level ({table.n_imputable} rows)"
             ),
             "imputed_medians": medians,
+            **({"imputed_most_frequent": modes} if modes else {}),
             "dropped_constant_columns": list(table.dropped),
             "numeric_columns": num_keep,
             "categorical_columns": cat_keep,

@@ -1,7 +1,8 @@
 """Synthetic heavy-tailed data of paper 004 (Wang, Xiao, Devadas & Xu, ICML 2020, §6; ALGORITHMS.md §10.7).
 
 Paper 004 gives n = 1e5, x in R^10 and the noise laws, but neither the feature distribution nor
-w* (its appendix is not available). Choices made here, all options of `make`:
+w* (its appendix is not available). Choices made here, all options of the two data sets (the
+annotated keywords of `synthetic_linear` and `synthetic_logistic`; same options, own defaults):
 
 * features: `gaussian` (default) x ~ N(0, I_d); `student_t` x_ij ~ t with 3 degrees of freedom
   (variance 3, infinite 4th moment); `lognormal` x_ij = L - E[L], L ~ LogNormal(0, 1) (centred,
@@ -36,42 +37,60 @@ in last bits, see README "One machine and many").
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import numpy as np
 
 from dpbench.data import preprocess
-from dpbench.data.base import Dataset
+from dpbench.data.base import Common, Dataset, dataset
+from dpbench.registry import Param
 
 #: Seed of the fixed generator that draws w* (independent of the data seed).
 W_STAR_SEED = 12345
 DEFAULT_N = 100_000
 
 CITATION = "paper 004 §6 (Wang, Xiao, Devadas & Xu, ICML 2020); ALGORITHMS.md §10.7"
+FEATURES = ("gaussian", "student_t", "lognormal")
+W_STARS = ("unit_random", "ones")
 
-#: option -> allowed values (first = default) or type for numeric options; shared by both generators.
-OPTIONS: dict[str, dict[str, object]] = {
-    "synthetic_linear": {
-        "d": 10,
-        "noise_mu": 0.0,
-        "noise_sigma": 1.0,
-        "features": ("gaussian", "student_t", "lognormal"),
-        "w_star": ("unit_random", "ones"),
-        "normalize": False,
-    },
-    "synthetic_logistic": {
-        "d": 10,
-        "noise_mu": 0.0,
-        "noise_sigma": 0.4,
-        "features": ("gaussian", "student_t", "lognormal"),
-        "w_star": ("unit_random", "ones"),
-        "normalize": False,
-    },
-}
+# The options of both generators (each declares its own defaults).
+Dim = Annotated[int, Param("feature dimension d", minimum=1, paper="paper 004 §6: d = 10")]
+NoiseMu = Annotated[float, Param("mu of the noise law (LogNormal / LogLogistic location)")]
+NoiseSigma = Annotated[float, Param("sigma of the noise law (tail heaviness)", minimum=0, exclusive_minimum=True,
+                                    paper="paper 004 §6")]
+Features = Annotated[str, Param("feature law: N(0, I), Student-t(3) or centred LogNormal(0, 1) coordinates",
+                                choices=FEATURES)]
+WStar = Annotated[str, Param("true parameter: N(0, I) from a fixed generator rescaled to norm 1, or ones/sqrt(d)",
+                             choices=W_STARS)]
+Normalize = Annotated[bool, Param("project rows onto ||x|| <= 1 after generating y (w* then no longer exact)")]
 
 
-def option_names(name: str) -> set[str]:
-    """Accepted **options of a synthetic data set."""
-    return set(OPTIONS[name])
+def _logistic_sigma_below_one(options: dict) -> None:
+    if not options["noise_sigma"] < 1:
+        raise ValueError(f"noise_sigma: must be < 1 (the log-logistic mean is infinite otherwise), "
+                         f"got {options['noise_sigma']:g}")
+
+
+@dataset("synthetic_linear", description="y = <w*,x> + centred LogNormal noise (heavy-tailed regression), n=1e5, d=10",
+         citation=CITATION, task="regression", origin="synthetic", known_parameter=True)
+def synthetic_linear(common: Common, *, d: Dim = 10, noise_mu: NoiseMu = 0.0, noise_sigma: NoiseSigma = 1.0,
+                     features: Features = "gaussian", w_star: WStar = "unit_random",
+                     normalize: Normalize = False) -> Dataset:
+    """y = <w*, x> + e, e centred LogNormal(noise_mu, noise_sigma) (module docstring)."""
+    return make("synthetic_linear", common, dict(d=d, noise_mu=noise_mu, noise_sigma=noise_sigma, features=features,
+                                                 w_star=w_star, normalize=normalize))
+
+
+@dataset("synthetic_logistic", description="y = sign(<w*,x> + centred LogLogistic noise), n=1e5, d=10",
+         citation=CITATION, task="classification", origin="synthetic", known_parameter=True,
+         check=_logistic_sigma_below_one)
+def synthetic_logistic(common: Common, *, d: Dim = 10, noise_mu: NoiseMu = 0.0, noise_sigma: NoiseSigma = 0.4,
+                       features: Features = "gaussian", w_star: WStar = "unit_random",
+                       normalize: Normalize = False) -> Dataset:
+    """y = sign(<w*, x> + e), e centred LogLogistic(noise_mu, noise_sigma), noise_sigma < 1 (module docstring)."""
+    _logistic_sigma_below_one({"noise_sigma": noise_sigma})
+    return make("synthetic_logistic", common, dict(d=d, noise_mu=noise_mu, noise_sigma=noise_sigma,
+                                                   features=features, w_star=w_star, normalize=normalize))
 
 
 def w_star_vector(d: int, kind: str = "unit_random") -> np.ndarray:
@@ -106,47 +125,9 @@ def loglogistic_noise(rng: np.random.Generator, n: int, mu: float, sigma: float)
     return delta - math.exp(mu) * math.pi * sigma / math.sin(math.pi * sigma)
 
 
-def _validate(name: str, options: dict) -> dict:
-    spec = OPTIONS[name]
-    opts = {k: (v[0] if isinstance(v, tuple) else v) for k, v in spec.items()}
-    for key, value in options.items():
-        allowed = spec[key]
-        if isinstance(allowed, tuple):
-            if value not in allowed:
-                raise ValueError(
-                    f"option {key}={value!r} is invalid for dataset '{name}'; valid values: {', '.join(allowed)}"
-                )
-        elif isinstance(allowed, bool):
-            if not isinstance(value, bool):
-                raise ValueError(f"option {key}={value!r} for dataset '{name}' must be true or false")
-        elif isinstance(allowed, int):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"option {key}={value!r} for dataset '{name}' must be a positive integer")
-        else:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ValueError(f"option {key}={value!r} for dataset '{name}' must be a finite number")
-        opts[key] = value
-    if opts["noise_sigma"] <= 0:
-        raise ValueError(f"option noise_sigma={opts['noise_sigma']!r} for dataset '{name}' must be > 0")
-    if name == "synthetic_logistic" and not opts["noise_sigma"] < 1:
-        raise ValueError(
-            f"option noise_sigma={opts['noise_sigma']!r} for dataset '{name}' must be < 1 "
-            "(the log-logistic mean is infinite otherwise)"
-        )
-    return opts
-
-
-def make(
-    name: str,
-    *,
-    seed: int = 0,
-    n: int | None = None,
-    test_fraction: float = 0.2,
-    val_fraction: float = 0.2,
-    **options: object,
-) -> Dataset:
-    """Generate `synthetic_linear` or `synthetic_logistic` (see module docstring)."""
-    opts = _validate(name, options)
+def make(name: str, common: Common, opts: dict) -> Dataset:
+    """Generate `synthetic_linear` or `synthetic_logistic` with checked options `opts` (module docstring)."""
+    seed, n, test_fraction, val_fraction = common.seed, common.n, common.test_fraction, common.val_fraction
     preprocess.check_fractions(test_fraction, val_fraction)
     if n is None:
         n = DEFAULT_N

@@ -14,6 +14,12 @@ breast_cancer  breast-cancer-wisconsin/breast-cancer-wisconsin.data 15     699 -
 iris           iris/iris.data                                      53      150 -> 150
 =============  ==================================================  ======  ============================
 
+Each data set is ONE declaration below, `uci_dataset(UciSpec(...))`: its files with their SHA-256
+(`UciFile`), how to parse them (`UciParse`), the schema, the label rule (`LabelRule`), public
+feature ranges and its options (`Param`s, checked by `dpbench.data.DATASETS[name].validate`).
+`uci_dataset` registers it in `dpbench.data.DATASETS` and derives `SPECS` and `SHA256`; adding a UCI
+data set is adding one declaration.
+
 Lookup order for each data set, all under `data_dir()` (explicit argument, else $DPBENCH_DATA,
 else ./data): (1) the original files in their UCI layout, whose SHA-256 must equal the sums in
 `SHA256` (the identity of the UCI files, from ../shared/data/SHA256SUMS) -- a mismatch or a parse
@@ -85,76 +91,109 @@ import os
 import pathlib
 import threading
 import zipfile
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from dpbench.data import preprocess
-from dpbench.data.base import Dataset
+from dpbench.data.base import Common, Dataset, declare, option
 from dpbench.errors import DataError
-
-#: SHA-256 of the original UCI files (../shared/data/SHA256SUMS), keyed by path under data_dir().
-SHA256: dict[str, str] = {
-    "adult/adult.data": "5b00264637dbfec36bdeaab5676b0b309ff9eb788d63554ca0a249491c86603d",
-    "adult/adult.test": "a2a9044bc167a35b2361efbabec64e89d69ce82d9790d2980119aac5fd7e9c05",
-    "bank/bank-additional.zip": "e689f38cc6bd689f64f031e7a1fbe0849aabb7ad57544fc75068e30129bbd514",
-    "breast-cancer-wisconsin/breast-cancer-wisconsin.data": (
-        "402c585309c399237740f635ef9919dc512cca12cbeb20de5e563a4593f22b64"
-    ),
-    "iris/iris.data": "6f608b71a7317216319b4d27b4d9bc84e6abd734eda7872b71a458569e2656c0",
-    "kddcup99/kddcup.data_10_percent.gz": "8045aca0d84e70e622d1148d7df782496f6333bf6eb979a1b0837c42a9fd9561",
-}
+from dpbench.registry import Param, validate
 
 HOW_TO_GET = (
     "pass --data DIR or set DPBENCH_DATA to a folder with the UCI layout (e.g. ../shared/data; "
     "`dpbench data verify --data DIR` checks one), or allow network access so ucimlrepo can fetch it"
 )
 
-_ADULT = (
-    "age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",
-    "relationship", "race", "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country",
-)  # fmt: skip
-_BANK = (
-    "age", "job", "marital", "education", "default", "housing", "loan", "contact", "month",
-    "day_of_week", "duration", "campaign", "pdays", "previous", "poutcome", "emp.var.rate",
-    "cons.price.idx", "cons.conf.idx", "euribor3m", "nr.employed",
-)  # fmt: skip
-_KDD = (
-    "duration", "protocol_type", "service", "flag", "src_bytes", "dst_bytes", "land",
-    "wrong_fragment", "urgent", "hot", "num_failed_logins", "logged_in", "num_compromised",
-    "root_shell", "su_attempted", "num_root", "num_file_creations", "num_shells",
-    "num_access_files", "num_outbound_cmds", "is_host_login", "is_guest_login", "count",
-    "srv_count", "serror_rate", "srv_serror_rate", "rerror_rate", "srv_rerror_rate",
-    "same_srv_rate", "diff_srv_rate", "srv_diff_host_rate", "dst_host_count",
-    "dst_host_srv_count", "dst_host_same_srv_rate", "dst_host_diff_srv_rate",
-    "dst_host_same_src_port_rate", "dst_host_srv_diff_host_rate", "dst_host_serror_rate",
-    "dst_host_srv_serror_rate", "dst_host_rerror_rate", "dst_host_srv_rerror_rate",
-)  # fmt: skip
-_BREAST = (
-    "clump_thickness", "uniformity_of_cell_size", "uniformity_of_cell_shape", "marginal_adhesion",
-    "single_epithelial_cell_size", "bare_nuclei", "bland_chromatin", "normal_nucleoli", "mitoses",
-)  # fmt: skip
-_IRIS = ("sepal_length", "sepal_width", "petal_length", "petal_width")
+
+@dataclass(frozen=True)
+class UciFile:
+    """One original file of a UCI data set, under the data set's folder."""
+
+    name: str
+    sha256: str  # of the original UCI file (../shared/data/SHA256SUMS): its identity
+    skip_rows: int = 0  # leading lines that are not data (adult.test: `|1x3 Cross validator`)
+    member: str | None = None  # the file is a zip archive; read this member
+    compression: str | None = None  # "gzip", ... (pandas read_csv's compression)
+
+
+@dataclass(frozen=True)
+class UciParse:
+    """How the original files of a data set are read (pandas.read_csv, `keep_default_na=False`).
+
+    Columns are the features in UCI order then the label, after an optional leading id column
+    (read as int64 and dropped). Without `header_label` the files have no header row; with it,
+    their header must be the features followed by `header_label` (checked, then replaced).
+    """
+
+    sep: str = ","
+    na_values: tuple[str, ...] = ()  # strings that mean missing (besides nothing: no pandas defaults)
+    skip_initial_space: bool = False  # blanks after the separator are not part of a value
+    header_label: str | None = None
+    id_column: str | None = None
+
+
+@dataclass(frozen=True)
+class LabelRule:
+    """Which cleaned label strings become +1 (every other label -1), and the rule as recorded in
+    provenance["label_rule"].
+
+    Exactly one way: `positive` (these labels), `all_but` (every label except these), or `option`
+    (the label named by that data-set option, through `option_labels`; `{positive}` in `text` is
+    replaced by it).
+    """
+
+    text: str
+    positive: tuple[str, ...] = ()
+    all_but: tuple[str, ...] = ()
+    option: str | None = None
+    option_labels: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if sum(map(bool, (self.positive, self.all_but, self.option))) != 1:
+            raise TypeError(f"LabelRule {self.text!r}: give exactly one of positive, all_but, option")
+
+    def resolve(self, labels: Collection[str], options: Mapping[str, Any]) -> tuple[set[str], str]:
+        """(labels mapped to +1, rule text) for a table whose label column holds `labels`."""
+        if self.option is not None:
+            value = str(options[self.option])
+            label = self.option_labels.get(value, value)
+            return {label}, self.text.format(positive=label)
+        if self.all_but:
+            return set(labels) - set(self.all_but), self.text
+        return set(self.positive), self.text
 
 
 @dataclass(frozen=True)
 class UciSpec:
-    """Static description of one UCI data set (schema, files, label rule, options)."""
+    """Everything about one UCI data set: identity, files and their sums, how to parse them, the
+    schema, the label rule, public feature ranges and the options (module docstring).
+
+    `drops`: option -> columns left out when that (boolean) option is true. An option named
+    `missing` ("drop" | "impute") is the missing-value rule of preprocess.clean_table.
+    """
 
     name: str
     uci_id: int
     folder: str
-    files: tuple[str, ...]
+    files: tuple[UciFile, ...]
     features: tuple[str, ...]
     categorical: tuple[str, ...]
     rows_raw: int
     labels: frozenset[str] | None  # allowed label strings after cleaning (None: any)
+    label: LabelRule
     description: str
     citation: str
     url: str = ""  # where to download the original files by hand
+    parse: UciParse = UciParse()
     fill_missing_category: str | None = None  # bank: NaN from ucimlrepo means `unknown`
-    options: dict[str, tuple] = field(default_factory=dict)  # option -> allowed values (first = default)
+    public_range: tuple[float, float] | None = None  # public [min, max] of every numeric feature
+    options: tuple[Param, ...] = ()
+    drops: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    ucimlrepo_note: str = ""  # appended when ucimlrepo serves another table than `files`
 
     @property
     def numeric(self) -> tuple[str, ...]:
@@ -162,84 +201,144 @@ class UciSpec:
 
     @property
     def paths(self) -> tuple[str, ...]:
-        return tuple(f"{self.folder}/{f}" for f in self.files)
+        return tuple(f"{self.folder}/{f.name}" for f in self.files)
+
+    def file(self, name: str) -> UciFile:
+        return next(f for f in self.files if f.name == name)
 
 
-_IRIS_CLASSES = {"setosa": "Iris-setosa", "versicolor": "Iris-versicolor", "virginica": "Iris-virginica"}
+#: The declared UCI data sets, by name (filled by `uci_dataset`).
+SPECS: dict[str, UciSpec] = {}
+#: SHA-256 of every original UCI file, keyed by its path under data_dir() (from the declarations).
+SHA256: dict[str, str] = {}
 
-SPECS: dict[str, UciSpec] = {
-    "adult": UciSpec(
-        name="adult",
-        url="https://archive.ics.uci.edu/dataset/2/adult",
-        uci_id=2,
-        folder="adult",
-        files=("adult.data", "adult.test"),
-        features=_ADULT,
-        categorical=("workclass", "education", "marital-status", "occupation", "relationship",
-                     "race", "sex", "native-country"),
-        rows_raw=48842,
-        labels=frozenset({"<=50K", ">50K"}),
-        description="Adult / Census Income: income >50K vs <=50K (45,222 rows after dropping '?')",
-        citation="UCI id 2 (Becker & Kohavi 1996); papers 000, 003 (45,222 rows), 004 (30,000 rows)",
-    ),
-    "bank": UciSpec(
-        name="bank",
-        url="https://archive.ics.uci.edu/dataset/222/bank+marketing (bank-additional.zip is inside bank+marketing.zip)",
-        uci_id=222,
-        folder="bank",
-        files=("bank-additional.zip",),
-        features=_BANK,
-        categorical=("job", "marital", "education", "default", "housing", "loan", "contact",
-                     "month", "day_of_week", "poutcome"),
-        rows_raw=41188,
-        labels=frozenset({"no", "yes"}),
-        description="Bank Marketing (bank-additional-full): term-deposit subscription y=yes",
-        citation="UCI id 222 (Moro, Cortez & Rita 2014); papers 000, 003 (41,188 rows)",
-        fill_missing_category="unknown",
-        options={"drop_duration": (False, True)},
-    ),
-    "kddcup99": UciSpec(
-        name="kddcup99",
-        url="https://kdd.ics.uci.edu/databases/kddcup99/ (ucimlrepo may not serve this one)",
-        uci_id=130,
-        folder="kddcup99",
-        files=("kddcup.data_10_percent.gz",),
-        features=_KDD,
-        categorical=("protocol_type", "service", "flag"),
-        rows_raw=494021,
-        labels=None,
-        description="KDD Cup 1999, 10% file: attack (any) vs normal connection",
-        citation="UCI id 130 (Hettich & Bay 1999); papers 000, 003 (random subsample of 70,000)",
-    ),
-    "breast_cancer": UciSpec(
-        name="breast_cancer",
-        url="https://archive.ics.uci.edu/dataset/15/breast+cancer+wisconsin+original",
-        uci_id=15,
-        folder="breast-cancer-wisconsin",
-        files=("breast-cancer-wisconsin.data",),
-        features=_BREAST,
-        categorical=(),
-        rows_raw=699,
-        labels=frozenset({"2", "4"}),
-        description="Breast Cancer Wisconsin (Original): malignant (class 4) vs benign",
-        citation="UCI id 15 (Wolberg & Mangasarian 1990); paper 003 (699 rows)",
-        options={"missing": ("drop", "impute")},
-    ),
-    "iris": UciSpec(
-        name="iris",
-        url="https://archive.ics.uci.edu/dataset/53/iris",
-        uci_id=53,
-        folder="iris",
-        files=("iris.data",),
-        features=_IRIS,
-        categorical=(),
-        rows_raw=150,
-        labels=frozenset(_IRIS_CLASSES.values()),
-        description="Iris, one-vs-rest (default virginica vs rest)",
-        citation="UCI id 53 (Fisher 1936); paper 003 (150 rows)",
-        options={"positive_class": ("virginica", "versicolor", "setosa")},
-    ),
-}
+
+def uci_dataset(spec: UciSpec) -> UciSpec:
+    """Declare UCI data set `spec.name`: register it in `dpbench.data.DATASETS` (its options are
+    `spec.options`) and make its files known to `raw_table` and `verify`."""
+
+    def load(common: Common, **options: Any) -> Dataset:
+        return load_uci(spec.name, common, **options)
+
+    load.__name__ = load.__qualname__ = f"load_{spec.name}"
+    declare(spec.name, load, params=spec.options, description=spec.description, citation=spec.citation,
+            task="classification", origin="uci", uci_id=spec.uci_id)
+    SPECS[spec.name] = spec
+    SHA256.update({f"{spec.folder}/{f.name}": f.sha256 for f in spec.files})
+    return spec
+
+
+uci_dataset(UciSpec(
+    name="adult",
+    url="https://archive.ics.uci.edu/dataset/2/adult",
+    uci_id=2,
+    folder="adult",
+    files=(UciFile("adult.data", "5b00264637dbfec36bdeaab5676b0b309ff9eb788d63554ca0a249491c86603d"),
+           UciFile("adult.test", "a2a9044bc167a35b2361efbabec64e89d69ce82d9790d2980119aac5fd7e9c05", skip_rows=1)),
+    parse=UciParse(na_values=("?",), skip_initial_space=True),
+    features=("age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",
+              "relationship", "race", "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country"),
+    categorical=("workclass", "education", "marital-status", "occupation", "relationship",
+                 "race", "sex", "native-country"),
+    rows_raw=48842,
+    labels=frozenset({"<=50K", ">50K"}),
+    label=LabelRule("income '>50K' -> +1, '<=50K' -> -1", positive=(">50K",)),
+    description="Adult / Census Income: income >50K vs <=50K (45,222 rows after dropping '?')",
+    citation="UCI id 2 (Becker & Kohavi 1996); papers 000, 003 (45,222 rows), 004 (30,000 rows)",
+))
+
+uci_dataset(UciSpec(
+    name="bank",
+    url="https://archive.ics.uci.edu/dataset/222/bank+marketing (bank-additional.zip is inside bank+marketing.zip)",
+    uci_id=222,
+    folder="bank",
+    files=(UciFile("bank-additional.zip", "e689f38cc6bd689f64f031e7a1fbe0849aabb7ad57544fc75068e30129bbd514",
+                   member="bank-additional/bank-additional-full.csv"),),
+    parse=UciParse(sep=";", header_label="y"),
+    features=("age", "job", "marital", "education", "default", "housing", "loan", "contact", "month",
+              "day_of_week", "duration", "campaign", "pdays", "previous", "poutcome", "emp.var.rate",
+              "cons.price.idx", "cons.conf.idx", "euribor3m", "nr.employed"),
+    categorical=("job", "marital", "education", "default", "housing", "loan", "contact",
+                 "month", "day_of_week", "poutcome"),
+    rows_raw=41188,
+    labels=frozenset({"no", "yes"}),
+    label=LabelRule("y='yes' -> +1, 'no' -> -1", positive=("yes",)),
+    description="Bank Marketing (bank-additional-full): term-deposit subscription y=yes",
+    citation="UCI id 222 (Moro, Cortez & Rita 2014); papers 000, 003 (41,188 rows)",
+    fill_missing_category="unknown",
+    options=(option("drop_duration", bool, False, "leave out `duration`, known only after the call (a leak for "
+                    "realistic prediction; the papers kept it)"),),
+    drops={"drop_duration": ("duration",)},
+    ucimlrepo_note=("that is the older bank-full variant, not bank-additional-full (41,188 rows, 20 features) used "
+                    "by the papers; download bank-additional.zip from https://archive.ics.uci.edu/dataset/222 (it is "
+                    "inside bank+marketing.zip) into the bank/ folder"),
+))
+
+uci_dataset(UciSpec(
+    name="kddcup99",
+    url="https://kdd.ics.uci.edu/databases/kddcup99/ (ucimlrepo may not serve this one)",
+    uci_id=130,
+    folder="kddcup99",
+    files=(UciFile("kddcup.data_10_percent.gz", "8045aca0d84e70e622d1148d7df782496f6333bf6eb979a1b0837c42a9fd9561",
+                   compression="gzip"),),
+    features=("duration", "protocol_type", "service", "flag", "src_bytes", "dst_bytes", "land",
+              "wrong_fragment", "urgent", "hot", "num_failed_logins", "logged_in", "num_compromised",
+              "root_shell", "su_attempted", "num_root", "num_file_creations", "num_shells",
+              "num_access_files", "num_outbound_cmds", "is_host_login", "is_guest_login", "count",
+              "srv_count", "serror_rate", "srv_serror_rate", "rerror_rate", "srv_rerror_rate",
+              "same_srv_rate", "diff_srv_rate", "srv_diff_host_rate", "dst_host_count",
+              "dst_host_srv_count", "dst_host_same_srv_rate", "dst_host_diff_srv_rate",
+              "dst_host_same_src_port_rate", "dst_host_srv_diff_host_rate", "dst_host_serror_rate",
+              "dst_host_srv_serror_rate", "dst_host_rerror_rate", "dst_host_srv_rerror_rate"),
+    categorical=("protocol_type", "service", "flag"),
+    rows_raw=494021,
+    labels=None,
+    label=LabelRule("attack (any label but 'normal.') -> +1, 'normal.' -> -1", all_but=("normal",)),
+    description="KDD Cup 1999, 10% file: attack (any) vs normal connection",
+    citation="UCI id 130 (Hettich & Bay 1999); papers 000, 003 (random subsample of 70,000)",
+))
+
+uci_dataset(UciSpec(
+    name="breast_cancer",
+    url="https://archive.ics.uci.edu/dataset/15/breast+cancer+wisconsin+original",
+    uci_id=15,
+    folder="breast-cancer-wisconsin",
+    files=(UciFile("breast-cancer-wisconsin.data",
+                   "402c585309c399237740f635ef9919dc512cca12cbeb20de5e563a4593f22b64"),),
+    parse=UciParse(na_values=("?",), id_column="sample_code_number"),
+    features=("clump_thickness", "uniformity_of_cell_size", "uniformity_of_cell_shape", "marginal_adhesion",
+              "single_epithelial_cell_size", "bare_nuclei", "bland_chromatin", "normal_nucleoli", "mitoses"),
+    categorical=(),
+    rows_raw=699,
+    labels=frozenset({"2", "4"}),
+    label=LabelRule("class 4 (malignant) -> +1, class 2 (benign) -> -1", positive=("4",)),
+    public_range=(1.0, 10.0),
+    description="Breast Cancer Wisconsin (Original): malignant (class 4) vs benign",
+    citation="UCI id 15 (Wolberg & Mangasarian 1990); paper 003 (699 rows)",
+    options=(option("missing", str, "drop", "rows with a missing value (16, all in bare_nuclei): drop them "
+                    "(§0.3, 683 rows) or impute the training-split median (all 699 rows)",
+                    choices=("drop", "impute"), paper="paper 003 §6 reports 699 rows"),),
+))
+
+uci_dataset(UciSpec(
+    name="iris",
+    url="https://archive.ics.uci.edu/dataset/53/iris",
+    uci_id=53,
+    folder="iris",
+    files=(UciFile("iris.data", "6f608b71a7317216319b4d27b4d9bc84e6abd734eda7872b71a458569e2656c0"),),
+    features=("sepal_length", "sepal_width", "petal_length", "petal_width"),
+    categorical=(),
+    rows_raw=150,
+    labels=frozenset({"Iris-setosa", "Iris-versicolor", "Iris-virginica"}),
+    label=LabelRule("'{positive}' -> +1, the other two species -> -1 (one-vs-rest)", option="positive_class",
+                    option_labels={"setosa": "Iris-setosa", "versicolor": "Iris-versicolor",
+                                   "virginica": "Iris-virginica"}),
+    description="Iris, one-vs-rest (default virginica vs rest)",
+    citation="UCI id 53 (Fisher 1936); paper 003 (150 rows)",
+    options=(option("positive_class", str, "virginica", "the species mapped to +1, the other two to -1 "
+                    "(virginica: nearly separable; setosa: separable; versicolor: not linearly separable)",
+                    choices=("virginica", "versicolor", "setosa"), paper="paper 003 does not say which"),),
+))
 
 
 # --------------------------------------------------------------------------- locations
@@ -362,33 +461,35 @@ def _read_csv_typed(spec: UciSpec, source, names: list[str] | None, **kw) -> pd.
 
 
 def _parse_raw(spec: UciSpec, filename: str, path: str) -> pd.DataFrame:
-    """Parse one original UCI file into the canonical table (raises on any inconsistency)."""
+    """Parse one original UCI file into the canonical table following `spec.parse` and the file's
+    own settings (raises on any inconsistency)."""
+    file, parse = spec.file(filename), spec.parse
     cols = [*spec.features, "label"]
-    if spec.name == "adult":
-        df = _read_csv_typed(
-            spec, path, cols, header=None, sep=",", skipinitialspace=True, na_values=["?"],
-            skiprows=1 if filename == "adult.test" else 0,
-        )  # fmt: skip
-    elif spec.name == "bank":
-        member = "bank-additional/bank-additional-full.csv"
+    raw: bytes | None = None
+    if file.member is not None:
         with zipfile.ZipFile(path) as zf:
-            raw = zf.read(member)
-        header = pd.read_csv(io.BytesIO(raw), sep=";", nrows=0).columns.tolist()
-        if header != [*spec.features, "y"]:
-            raise ValueError(f"{member}: unexpected header {header}")
-        df = _read_csv_typed(spec, io.BytesIO(raw), cols, header=0, sep=";", na_values=[])
-    elif spec.name == "kddcup99":
-        df = _read_csv_typed(spec, path, cols, header=None, sep=",", compression="gzip", na_values=[])
-    elif spec.name == "breast_cancer":
-        df = _read_csv_typed(
-            spec, path, ["sample_code_number", *cols], header=None, sep=",", na_values=["?"],
-            dtype={"sample_code_number": "int64"},
-        )  # fmt: skip
-        df = df.drop(columns="sample_code_number")
-    elif spec.name == "iris":
-        df = _read_csv_typed(spec, path, cols, header=None, sep=",", na_values=[])
-    else:  # pragma: no cover - SPECS and this function are edited together
-        raise KeyError(spec.name)
+            raw = zf.read(file.member)
+
+    def source() -> Any:
+        return path if raw is None else io.BytesIO(raw)
+
+    read: dict[str, Any] = {"sep": parse.sep, "na_values": list(parse.na_values)}
+    if parse.skip_initial_space:
+        read["skipinitialspace"] = True
+    if file.skip_rows:
+        read["skiprows"] = file.skip_rows
+    if file.compression is not None:
+        read["compression"] = file.compression
+    if parse.header_label is not None:
+        header = pd.read_csv(source(), sep=parse.sep, nrows=0, skiprows=file.skip_rows or None,
+                             compression=file.compression or "infer").columns.tolist()
+        if header != [*spec.features, parse.header_label]:
+            raise ValueError(f"{file.member or file.name}: unexpected header {header}")
+    names = cols if parse.id_column is None else [parse.id_column, *cols]
+    df = _read_csv_typed(spec, source(), names, header=0 if parse.header_label is not None else None,
+                         dtype={} if parse.id_column is None else {parse.id_column: "int64"}, **read)
+    if parse.id_column is not None:
+        df = df.drop(columns=parse.id_column)
     return _canonical(spec, df, path)
 
 
@@ -444,19 +545,14 @@ def from_ucimlrepo(spec: UciSpec, result) -> pd.DataFrame:
     if X is None or Y is None:
         raise ValueError("ucimlrepo returned no features or targets")
     X = pd.DataFrame(X)
-    if spec.name == "bank" and "euribor3m" not in X.columns:
+    if X.shape[1] == len(spec.features) + 1 and spec.parse.id_column is not None:
+        X = X.iloc[:, 1:]  # the id column served as a feature
+    if X.shape[1] != len(spec.features) or len(X) != spec.rows_raw:
         raise ValueError(
-            f"ucimlrepo id 222 served a {len(X):,}-row table with {X.shape[1]} features (the older "
-            "bank-full variant), not bank-additional-full (41,188 rows, 20 features) used by the "
-            "papers; download bank-additional.zip from https://archive.ics.uci.edu/dataset/222 "
-            "(it is inside bank+marketing.zip) into the bank/ folder"
+            f"ucimlrepo id {spec.uci_id} served a {len(X):,}-row table with {X.shape[1]} feature columns, expected "
+            f"{spec.rows_raw:,} rows and {len(spec.features)} features (the file the papers used)"
+            + (f"; {spec.ucimlrepo_note}" if spec.ucimlrepo_note else "")
         )
-    if X.shape[1] == len(spec.features) + 1 and spec.name == "breast_cancer":
-        X = X.iloc[:, 1:]  # an id column served as a feature
-    if X.shape[1] != len(spec.features):
-        raise ValueError(f"ucimlrepo returned {X.shape[1]} feature columns, expected {len(spec.features)}")
-    if len(X) != spec.rows_raw:
-        raise ValueError(f"ucimlrepo returned {len(X):,} rows, expected {spec.rows_raw:,} (the file the papers used)")
     df = X.copy()
     df.columns = list(spec.features)
     df["label"] = pd.DataFrame(Y).iloc[:, 0].to_numpy()
@@ -505,10 +601,10 @@ def raw_table(name: str, root: str | os.PathLike | None = None) -> RawTable:
     if all(p.is_file() for p in paths):
         keys = []
         files = []
-        for rel, p in zip(spec.paths, paths):
+        for file, p in zip(spec.files, paths):
             actual = sha256(p)
-            if actual != SHA256[rel]:
-                raise _corrupt(spec, p, actual, SHA256[rel])
+            if actual != file.sha256:
+                raise _corrupt(spec, p, actual, file.sha256)
             keys.append((p.name, *_stat_key(p)))
             files.append({"path": _abs(p), "sha256": actual})
         try:
@@ -540,7 +636,7 @@ def raw_table(name: str, root: str | os.PathLike | None = None) -> RawTable:
         raise DataError(
             f"dataset '{name}' not found: looked at {', '.join(looked)}; ucimlrepo fetch of UCI id "
             f"{spec.uci_id} failed ({type(exc).__name__}: {_one_line(exc)}); to get it, {HOW_TO_GET}, "
-            f"or download {', '.join(spec.files)} from {spec.url} into {_abs(base / spec.folder)}"
+            f"or download {', '.join(f.name for f in spec.files)} from {spec.url} into {_abs(base / spec.folder)}"
         ) from exc
     prov = {"source": "ucimlrepo cache", "uci_id": spec.uci_id, "fetched_now": True}
     try:
@@ -564,13 +660,13 @@ def verify(root: str | os.PathLike | None = None) -> list[dict]:
     base = data_dir(root)
     records = []
     for name, spec in SPECS.items():
-        for filename, rel in zip(spec.files, spec.paths):
+        for file, rel in zip(spec.files, spec.paths):
             path = base / rel
             rec = {
                 "dataset": name,
                 "file": rel,
                 "path": _abs(path),
-                "expected_sha256": SHA256[rel],
+                "expected_sha256": file.sha256,
                 "actual_sha256": None,
                 "ok": False,
                 "rows": None,
@@ -581,11 +677,11 @@ def verify(root: str | os.PathLike | None = None) -> list[dict]:
                 rec["error"] = "absent"
             else:
                 rec["actual_sha256"] = sha256(path)
-                if rec["actual_sha256"] != SHA256[rel]:
+                if rec["actual_sha256"] != file.sha256:
                     rec["error"] = "sha256 mismatch"
                 else:
                     try:
-                        rec["rows"] = int(len(_parse_file(name, filename, path)))
+                        rec["rows"] = int(len(_parse_file(name, file.name, path)))
                         rec["ok"] = True
                     except Exception as exc:
                         rec["error"] = f"parse failure: {_one_line(exc)}"
@@ -604,72 +700,31 @@ def clear_caches() -> None:
 # --------------------------------------------------------------------------- Dataset building
 
 
-def _check_option(name: str, key: str, value: object) -> object:
-    allowed = SPECS[name].options[key]
-    if isinstance(allowed[0], bool):
-        ok = isinstance(value, bool)
-    else:
-        ok = isinstance(value, str) and value in allowed
-    if not ok:
-        raise ValueError(
-            f"option {key}={value!r} is invalid for dataset '{name}'; valid values: "
-            + ", ".join(str(a) for a in allowed)
-        )
-    return value
-
-
-def _label_rules(spec: UciSpec, frame: pd.DataFrame, options: dict) -> tuple[set[str], str]:
-    """(labels mapped to +1, human-readable rule) for a data set."""
-    if spec.name == "adult":
-        return {">50K"}, "income '>50K' -> +1, '<=50K' -> -1"
-    if spec.name == "bank":
-        return {"yes"}, "y='yes' -> +1, 'no' -> -1"
-    if spec.name == "kddcup99":
-        attacks = set(frame["label"].cat.categories) - {"normal"}
-        return attacks, "attack (any label but 'normal.') -> +1, 'normal.' -> -1"
-    if spec.name == "breast_cancer":
-        return {"4"}, "class 4 (malignant) -> +1, class 2 (benign) -> -1"
-    if spec.name == "iris":
-        cls = _IRIS_CLASSES[str(options["positive_class"])]
-        return {cls}, f"'{cls}' -> +1, the other two species -> -1 (one-vs-rest)"
-    raise KeyError(spec.name)  # pragma: no cover
-
-
 #: Seed-independent cleaned tables, keyed by (name, source identity, options); oldest evicted first.
 _CLEAN_CACHE: dict[tuple, preprocess.CleanTable] = {}
 _CLEAN_CACHE_SIZE = 16
 _CLEAN_LOCK = threading.Lock()
 
 
-def load_uci(
-    name: str,
-    *,
-    seed: int,
-    n: int | None,
-    test_fraction: float,
-    val_fraction: float,
-    data_dir: str | os.PathLike | None,
-    **options: object,
-) -> Dataset:
-    """Load one UCI data set and preprocess it (options already checked by name)."""
+def load_uci(name: str, common: Common, **options: Any) -> Dataset:
+    """Load UCI data set `name` and preprocess it (preprocess.py) with its declared label rule,
+    column drops and public ranges; `options` are checked against the spec's declared options."""
     spec = SPECS[name]
-    opts = {k: allowed[0] for k, allowed in spec.options.items()}
-    for key, value in options.items():
-        opts[key] = _check_option(name, key, value)
-    preprocess.check_fractions(test_fraction, val_fraction)
-    table = raw_table(name, data_dir)
+    opts = validate(spec.options, options, f"dataset {name!r}")
+    preprocess.check_fractions(common.test_fraction, common.val_fraction)
+    table = raw_table(name, common.data_dir)
     frame = table.frame
     opts_key = tuple(sorted(opts.items()))
     cache_key = (name, table.key, opts_key)
     with _CLEAN_LOCK:
         clean = _CLEAN_CACHE.get(cache_key) if table.key is not None else None
     if clean is None:
-        positive, rule = _label_rules(spec, frame, opts)
-        numeric = [c for c in spec.numeric if not (c == "duration" and opts.get("drop_duration"))]
+        positive, rule = spec.label.resolve(frame["label"].cat.categories, opts)
+        dropped = {c for key, columns in spec.drops.items() if opts[key] for c in columns}
         clean = preprocess.clean_table(
             frame,
-            numeric=numeric,
-            categorical=spec.categorical,
+            numeric=[c for c in spec.numeric if c not in dropped],
+            categorical=[c for c in spec.categorical if c not in dropped],
             positive=positive,
             label_rule=rule,
             missing=str(opts.get("missing", "drop")),
@@ -679,40 +734,38 @@ def load_uci(
                 while len(_CLEAN_CACHE) >= _CLEAN_CACHE_SIZE:
                     _CLEAN_CACHE.pop(next(iter(_CLEAN_CACHE)))
                 _CLEAN_CACHE[cache_key] = clean
-    public_ranges = {c: (1.0, 10.0) for c in spec.numeric} if name == "breast_cancer" else None
+    public_ranges = {c: spec.public_range for c in spec.numeric} if spec.public_range is not None else None
     prov = dict(table.provenance)
     prov["options"] = dict(opts)
     prov["citation"] = spec.citation
     return preprocess.build_classification(
         name,
         clean,
-        seed=seed,
-        n=n,
-        test_fraction=test_fraction,
-        val_fraction=val_fraction,
+        seed=common.seed,
+        n=common.n,
+        test_fraction=common.test_fraction,
+        val_fraction=common.val_fraction,
         public_ranges=public_ranges,
         provenance=prov,
     )
 
 
-def option_names(name: str) -> set[str]:
-    """Accepted **options of a UCI data set."""
-    return set(SPECS[name].options)
-
-
 __all__ = [
     "SHA256",
     "SPECS",
+    "LabelRule",
     "RawTable",
+    "UciFile",
+    "UciParse",
     "UciSpec",
     "cache_path",
     "clear_caches",
     "data_dir",
     "from_ucimlrepo",
     "load_uci",
-    "option_names",
     "raw_table",
     "sha256",
+    "uci_dataset",
     "verify",
 ]
 

@@ -12,7 +12,12 @@ Conventions every model follows:
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
 import numpy as np
+
+from dpbench.registry import BUILT_IN, Declared, Param, Registry, current_source, params_of
 
 
 def clip_factors(norms: np.ndarray, clip_norm: float) -> np.ndarray:
@@ -130,3 +135,42 @@ class Model:
     def describe(self) -> dict:
         return {"name": self.name, "n_features": self.n_features, "n_params": self.n_params,
                 "l2": self.l2, "convex": self.convex, "task": self.task}
+
+
+@dataclass(frozen=True)
+class ModelInfo(Declared):
+    """A registered model: what `dpbench list` shows, its options (the annotated keyword arguments
+    of its class's `__init__`, `params`) and the class that builds it (`factory`)."""
+
+    name: str
+    description: str
+    citation: str
+    task: str  # "classification" | "regression"
+    convex: bool
+    params: tuple[Param, ...] = ()
+    linear: bool = False  # theta lives in the data's feature space (theta . x), so theta can be compared with w*
+    factory: Callable[..., Model] | None = field(default=None, repr=False, compare=False)
+    source: str = BUILT_IN
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """Option name -> default."""
+        return {p.name: p.default for p in self.params}
+
+    def owner(self) -> str:
+        return f"model {self.name!r}"
+
+
+MODELS: Registry[ModelInfo] = Registry("model", builtins="dpbench.models", group="dpbench.models")
+
+
+def model(*, description: str, citation: str, linear: bool = False) -> Callable[[type], type]:
+    """Declare a Model subclass as a model: its name, task and convexity come from the class, its
+    options from the annotated keyword arguments of `__init__` after n_features."""
+    def declare(cls: type) -> type:
+        MODELS.register(ModelInfo(name=cls.name, description=description, citation=citation, task=cls.task,
+                                  convex=cls.convex, params=params_of(cls.__init__, keyword_only=False),
+                                  linear=linear, factory=cls, source=current_source()))
+        return cls
+
+    return declare

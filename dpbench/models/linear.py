@@ -15,7 +15,13 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit
 
-from .base import Model, clip_factors
+from typing import Annotated
+
+from dpbench.registry import Param
+
+from .base import Model, clip_factors, model
+
+L2 = Param("L2 regularisation weight of (l2/2)||theta||^2 in the reference objective", minimum=0)
 
 
 def _as_f64(a: np.ndarray) -> np.ndarray:
@@ -90,6 +96,11 @@ class _GLM(Model):
         return X.T @ (clip_factors(norms, clip_norm) * s), norms
 
 
+@model(description="L2-regularised logistic regression, log(1+exp(-y theta.x)) + (l2/2)||theta||^2; "
+                   "no separate bias (data carry an intercept feature)",
+       citation="ALGORITHMS.md §0; [S0] Kang et al. (PIDP-SGD) §7; [S3] Kang et al. (input "
+                "perturbation) §6; [S4] Wang et al. ICML 2020 §6",
+       linear=True)
 class LogisticRegression(_GLM):
     """L2-regularised logistic regression (ALGORITHMS.md §0).
 
@@ -113,7 +124,7 @@ class LogisticRegression(_GLM):
     lipschitz = 1.0
     smoothness = 0.25
 
-    def __init__(self, n_features: int, l2: float = 1e-4):
+    def __init__(self, n_features: int, l2: Annotated[float, L2] = 1e-4):
         super().__init__(n_features, l2=l2)
 
     def _phi(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -127,6 +138,10 @@ class LogisticRegression(_GLM):
         return y * y * expit(m) * expit(-m)
 
 
+@model(description="ridge regression, (theta.x - y)^2 (no 1/2, as in [S4]) + (l2/2)||theta||^2",
+       citation="[S4] Wang, Xiao, Devadas, Xu, DP-SCO with heavy-tailed data, ICML 2020, §1 and §6; "
+                "ALGORITHMS.md §10.7",
+       linear=True)
 class RidgeRegression(_GLM):
     """Ridge regression with the squared loss of [S4] (Wang, Xiao, Devadas, Xu, ICML 2020).
 
@@ -149,7 +164,7 @@ class RidgeRegression(_GLM):
     lipschitz = None
     smoothness = 2.0
 
-    def __init__(self, n_features: int, l2: float = 1e-3):
+    def __init__(self, n_features: int, l2: Annotated[float, L2] = 1e-3):
         super().__init__(n_features, l2=l2)
 
     def _phi(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:

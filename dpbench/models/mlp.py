@@ -27,7 +27,12 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit
 
-from .base import Model, clip_factors
+from typing import Annotated
+
+from dpbench.registry import Param
+
+from .base import Model, clip_factors, model
+from .linear import L2
 
 
 def _as_f64(a: np.ndarray) -> np.ndarray:
@@ -66,6 +71,9 @@ def _softplus_d2(A: np.ndarray, D1: np.ndarray) -> np.ndarray:
 ACTIVATIONS = {"tanh": (_tanh, _tanh_d2), "softplus": (_softplus, _softplus_d2)}
 
 
+@model(description="one hidden layer (width `hidden`, None = n_features), smooth activation "
+                   f"({' | '.join(ACTIVATIONS)}), logistic output; non-convex",
+       citation="ALGORITHMS.md §0.4; [S0] Kang et al. §7; [S3] Kang et al. §6")
 class MLP(Model):
     """One hidden layer (width `hidden`, default n_features), smooth activation, logistic output.
 
@@ -88,15 +96,13 @@ class MLP(Model):
     #: rows of the (chunk, m) Jacobian buffer used by `data_hessian` are capped at this many floats.
     _hessian_chunk_floats: int = 1 << 22
 
-    def __init__(self, n_features: int, hidden: int | None = None, activation: str = "tanh",
-                 l2: float = 1e-4):
+    def __init__(self, n_features: int,
+                 hidden: Annotated[int | None, Param("hidden width (None: n_features)", minimum=1)] = None,
+                 activation: Annotated[str, Param("hidden activation (smooth, so Hessians exist)",
+                                                  choices=tuple(ACTIVATIONS))] = "tanh",
+                 l2: Annotated[float, L2] = 1e-4):
         super().__init__(n_features, l2=l2)
-        hidden = self.n_features if hidden is None else hidden
-        if isinstance(hidden, bool) or not isinstance(hidden, (int, np.integer)) or hidden < 1:
-            raise ValueError(f"hidden must be an integer >= 1, got {hidden!r}")
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
-        self.hidden = int(hidden)
+        self.hidden = self.n_features if hidden is None else int(hidden)  # range checked by `models.make`
         self.activation = activation
         self._act, self._act_d2 = ACTIVATIONS[activation]
 

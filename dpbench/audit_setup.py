@@ -1,0 +1,181 @@
+"""What an audit runs (`AuditSetup`) and its validation (`check_setup`), without running anything.
+
+The spec (dpbench.spec) builds setups from an experiment's `audits:` block and the CLI from its
+options; both validate through `check_setup`, which checks names and values against the
+registries' declarations (algorithm hyperparameters, data set and model options, canary recipes),
+the same declarations a spec's grid is checked against. Running audits is dpbench.audit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Callable, Mapping
+
+from dpbench.canaries import CANARIES, Recipe
+from dpbench.errors import DpbenchError
+from dpbench.keys import digest
+from dpbench.privacy import checks
+
+AUDIT_SCHEMA = 1  # bump when the meaning of a stored chunk changes
+
+
+class AuditError(DpbenchError):
+    """An audit is mis-specified (unknown algorithm, dataset, canary, parameter) or a chunk failed."""
+
+
+def _plugin_identity(setup: "AuditSetup") -> dict:
+    return {"plugin": setup.plugin_digest} if setup.plugin_digest is not None else {}
+
+
+def _pairs(mapping: Mapping[str, Any] | tuple | None) -> tuple:
+    if mapping is None:
+        return ()
+    items = mapping.items() if isinstance(mapping, Mapping) else mapping
+    return tuple(sorted((str(k), v) for k, v in items))
+
+
+@dataclass(frozen=True)
+class AuditSetup:
+    """One audit: algorithm (+ params) x data (dataset or a self-contained canary recipe) x model x target.
+
+    params, dataset_options and model_options are sorted tuples of (name, value) pairs (use
+    `AuditSetup.create` to pass dicts). trials: runs per side (half choose the test, half
+    count). rows: base size (None: the recipe's default). label is for display only.
+    """
+
+    algorithm: str
+    params: tuple = ()
+    dataset: str | None = None
+    dataset_options: tuple = ()
+    model: str = "logreg"
+    model_options: tuple = ()
+    epsilon: float | None = 1.0  # None only for a non-private algorithm
+    delta: float = 1e-5
+    trials: int = 1000
+    canary: str = "spare_feature"
+    rows: int | None = None
+    alpha: float = 0.05
+    seed: int = 0
+    label: str = ""
+    plugin_digest: str | None = None  # digest of a plugin algorithm's source: part of the identity (edits rerun)
+    plugin: str | None = field(default=None, compare=False)  # where that plugin is loaded from (dpbench.plugins)
+    dataset_base: str = field(default="", compare=False)  # folder relative paths in dataset_options start from
+
+    @classmethod
+    def create(cls, algorithm: str, *, params: Mapping | None = None, dataset_options: Mapping | None = None,
+               model_options: Mapping | None = None, **fields: Any) -> "AuditSetup":
+        return cls(algorithm=algorithm, params=_pairs(params), dataset_options=_pairs(dataset_options),
+                   model_options=_pairs(model_options), **fields)
+
+    def identity(self) -> dict:
+        return {"schema": AUDIT_SCHEMA, "algorithm": self.algorithm, "params": dict(self.params),
+                "dataset": self.dataset, "dataset_options": dict(self.dataset_options), "model": self.model,
+                "model_options": dict(self.model_options), "epsilon": self.epsilon, "delta": self.delta,
+                "trials": self.trials, "canary": self.canary, "rows": self.rows, "alpha": self.alpha,
+                "seed": self.seed, **_plugin_identity(self)}
+
+    @cached_property
+    def key(self) -> str:
+        return digest(self.identity())
+
+    @property
+    def display_label(self) -> str:
+        return self.label or self.algorithm
+
+
+@dataclass(frozen=True)
+class ResolvedAudit:
+    """A validated setup with the recipe's recommendations merged in (what the fits actually use)."""
+
+    setup: AuditSetup
+    recipe: Recipe
+    params: dict  # recipe params for this algorithm, overridden by the setup's, each checked
+    model_options: dict
+    rows: int
+    private: bool
+
+    def game_identity(self) -> dict:
+        """Everything the fits depend on (not trials, alpha or label: more trials reuse chunks;
+        not epsilon or delta for a non-private algorithm, whose fits ignore them)."""
+        s = self.setup
+        return {"schema": AUDIT_SCHEMA, "algorithm": s.algorithm, "params": self.params, "dataset": s.dataset,
+                "dataset_options": dict(s.dataset_options), "model": s.model, "model_options": self.model_options,
+                "epsilon": s.epsilon if self.private else None, "delta": s.delta if self.private else None,
+                "canary": s.canary, "rows": self.rows, "seed": s.seed, **_plugin_identity(s)}
+
+    @cached_property
+    def game_key(self) -> str:
+        return digest(self.game_identity())
+
+
+def _checked(check: Callable[..., Any], name: str, value: Any, *args, **kwargs) -> Any:
+    """A dpbench.privacy.checks function, its ValueError as a one-line AuditError `name: must be ...`."""
+    try:
+        return check(name, value, *args, **kwargs)
+    except ValueError as exc:
+        raise AuditError(str(exc).replace(f"{name} must", f"{name}: must", 1)) from None
+
+
+def _declared(what: str, validate: Callable[[dict], dict], given: dict, *, coerce: bool) -> dict:
+    """`given` checked by a registry entry's `validate` (errors as AuditError `what.key: ...`): the
+    coerced values (coerce=True, hyperparameters as a spec's grid holds them) or the values as
+    given (options, which key the data split and the game as written)."""
+    try:
+        checked = validate(given)
+    except ValueError as exc:
+        raise AuditError(f"{what}.{exc}") from None
+    return {k: checked[k] if coerce else v for k, v in given.items()}
+
+
+def check_setup(setup: AuditSetup) -> ResolvedAudit:
+    """Validate a setup without running anything; one-line AuditError naming the bad field."""
+    from dpbench import algorithms, data, models, plugins
+
+    try:
+        if setup.plugin is not None:
+            plugins.load(setup.plugin)
+        info = algorithms.get(setup.algorithm)
+    except (ValueError, DpbenchError) as exc:
+        raise AuditError(f"algorithm: {exc}") from None
+    try:
+        recipe = CANARIES.lookup(setup.canary)
+    except ValueError as exc:
+        raise AuditError(f"canary: {exc}") from None
+    if recipe.needs_dataset and setup.dataset is None:
+        raise AuditError(f"dataset: canary {setup.canary!r} takes its base rows from a dataset; give one of "
+                         f"{', '.join(sorted(data.DATASETS))}")
+    if not recipe.needs_dataset and setup.dataset is not None:
+        raise AuditError(f"dataset: canary {setup.canary!r} builds its own data; give no dataset "
+                         f"(got {setup.dataset!r})")
+    if setup.dataset is not None:
+        try:
+            dataset = data.DATASETS.lookup(setup.dataset)
+        except ValueError as exc:
+            raise AuditError(f"dataset: {exc}") from None
+        _declared("dataset_options", dataset.validate, dict(setup.dataset_options), coerce=False)
+    elif setup.dataset_options:
+        raise AuditError("dataset_options: given without a dataset")
+    try:
+        model = models.MODELS.lookup(setup.model)
+    except ValueError as exc:
+        raise AuditError(f"model: {exc}") from None
+    model_options = _declared("model_options", model.validate,
+                              {**dict(recipe.model_options), **dict(setup.model_options)}, coerce=False)
+    params = _declared("params", info.validate, {**dict(recipe.params.get(setup.algorithm, {})), **dict(setup.params)},
+                       coerce=True)
+    if setup.epsilon is None:
+        if info.private:
+            raise AuditError(f"epsilon: {setup.algorithm} is private: give the target epsilon to audit")
+    else:
+        _checked(checks.positive, "epsilon", setup.epsilon)
+    _checked(checks.unit_interval, "delta", setup.delta)
+    _checked(checks.unit_interval, "alpha", setup.alpha)
+    _checked(checks.integer, "trials", setup.trials, 4)  # half choose the test, half count its errors
+    rows = _checked(checks.integer, "rows", recipe.default_rows if setup.rows is None else setup.rows, 2)
+    _checked(checks.integer, "seed", setup.seed, 0)
+    return ResolvedAudit(setup=setup, recipe=recipe, params=dict(sorted(params.items())),
+                         model_options=dict(sorted(model_options.items())), rows=int(rows), private=info.private)
+
+
+__all__ = ["AUDIT_SCHEMA", "AuditError", "AuditSetup", "ResolvedAudit", "check_setup"]
