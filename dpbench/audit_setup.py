@@ -24,8 +24,11 @@ class AuditError(DpbenchError):
     """An audit is mis-specified (unknown algorithm, dataset, canary, parameter) or a chunk failed."""
 
 
-def _plugin_identity(setup: "AuditSetup") -> dict:
-    return {"plugin": setup.plugin_digest} if setup.plugin_digest is not None else {}
+def _user_code_and_data(setup: "AuditSetup") -> dict:
+    """The parts of an identity that only plugins and user files have (absent otherwise, so that
+    the keys of the built-ins do not change)."""
+    return {**({"plugin": setup.plugin_digest} if setup.plugin_digest is not None else {}),
+            **({"data_files": setup.dataset_files} if setup.dataset_files is not None else {})}
 
 
 def _pairs(mapping: Mapping[str, Any] | tuple | None) -> tuple:
@@ -60,6 +63,7 @@ class AuditSetup:
     label: str = ""
     plugin_digest: str | None = None  # digest of a plugin algorithm's source: part of the identity (edits rerun)
     plugin: str | None = field(default=None, compare=False)  # where that plugin is loaded from (dpbench.plugins)
+    dataset_files: str | None = None  # content digest of the files dataset_options name: part of the identity
     dataset_base: str = field(default="", compare=False)  # folder relative paths in dataset_options start from
 
     @classmethod
@@ -73,7 +77,7 @@ class AuditSetup:
                 "dataset": self.dataset, "dataset_options": dict(self.dataset_options), "model": self.model,
                 "model_options": dict(self.model_options), "epsilon": self.epsilon, "delta": self.delta,
                 "trials": self.trials, "canary": self.canary, "rows": self.rows, "alpha": self.alpha,
-                "seed": self.seed, **_plugin_identity(self)}
+                "seed": self.seed, **_user_code_and_data(self)}
 
     @cached_property
     def key(self) -> str:
@@ -102,7 +106,7 @@ class ResolvedAudit:
         return {"schema": AUDIT_SCHEMA, "algorithm": s.algorithm, "params": self.params, "dataset": s.dataset,
                 "dataset_options": dict(s.dataset_options), "model": s.model, "model_options": self.model_options,
                 "epsilon": s.epsilon if self.private else None, "delta": s.delta if self.private else None,
-                "canary": s.canary, "rows": self.rows, "seed": s.seed, **_plugin_identity(s)}
+                "canary": s.canary, "rows": self.rows, "seed": s.seed, **_user_code_and_data(s)}
 
     @cached_property
     def game_key(self) -> str:

@@ -140,7 +140,9 @@ class Cell:
     # edited plugin reruns); the reference where it is loaded from is not (it depends on the checkout)
     plugin_digest: str | None = None
     plugin: str | None = field(default=None, compare=False)
-    # the folder relative paths in dataset_options are read from (the YAML's); not part of the key
+    # the content digest of the files dataset_options name (the csv data set): part of the key (an edited
+    # file reruns), unlike the folder relative paths in dataset_options are read from (the YAML's)
+    dataset_files: str | None = None
     dataset_base: str = field(default="", compare=False)
     # labels name the curves; they are not part of the key
     label: str = field(default="", compare=False)
@@ -154,7 +156,8 @@ class Cell:
                 "model_options": dict(self.model_options), "epsilon": self.epsilon, "delta": self.delta,
                 "rep": self.rep, "seed": self.seed, "optimum": dict(self.optimum),
                 **({"draw": self.draw, "tuning": dict(self.tuning)} if self.tuning is not None else {}),
-                **({"plugin": self.plugin_digest} if self.plugin_digest is not None else {})}
+                **({"plugin": self.plugin_digest} if self.plugin_digest is not None else {}),
+                **({"data_files": self.dataset_files} if self.dataset_files is not None else {})}
 
     @cached_property
     def key(self) -> str:

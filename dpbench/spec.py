@@ -59,6 +59,7 @@ the YAML path and says what to do (`algorithms[2].params.lr: must be > 0, got -1
 from __future__ import annotations
 
 import copy
+import hashlib
 import itertools
 import math
 import re
@@ -73,6 +74,7 @@ from dpbench.errors import DpbenchError, SpecError
 from dpbench.figures import FIGURES
 from dpbench.keys import Cell, compile_delta, digest, evaluate_delta, seed_from
 from dpbench.metrics import METRICS, SELECTION_METRICS
+from dpbench.registry import resolve_paths
 
 TOP_KEYS = ("name", "description", "paper", "seed", "seeds", "datasets", "models", "algorithms", "epsilons",
             "delta", "metrics", "selection", "figures", "optimum", "audits", "profiles")
@@ -98,6 +100,7 @@ class Component:
     panel: str = ""
     optional: bool = False  # a user-supplied data file: skip (with a notice) when absent
     base: str = field(default="", compare=False)  # folder of the YAML: relative file paths in options start there
+    files_digest: str | None = None  # content of the files its options name (the csv data set): part of the key
 
 
 @dataclass(frozen=True)
@@ -205,7 +208,7 @@ class Experiment:
                             rep=rep, seed=self.seed, optimum=self.optimum, label=algo.label,
                             dataset_label=ds.label, model_label=model.label, dataset_panel=ds.panel or ds.label,
                             draw=draw, tuning=algo.tuning, plugin=algo.plugin, plugin_digest=algo.plugin_digest,
-                            dataset_base=ds.base)
+                            dataset_base=ds.base, dataset_files=ds.files_digest)
 
             if algo.tuning is None:
                 out.extend(cell(params, eps, rep) for rep in self.seeds for params in algo.grid
@@ -473,13 +476,21 @@ def _lookup(registry: Any, name: str, path: str) -> Any:
         raise SpecError(f"{path}.name: {exc}") from None
 
 
-def _dataset_check(name: str, options: dict, path: str) -> None:
+def _dataset_check(name: str, options: dict, path: str, base: str = "") -> str | None:
+    """Check a data set entry; returns the digest of the files its options name (None: none, or
+    a file that is absent: loading it will say so), so that an edited file reruns its cells."""
     from dpbench import data
 
-    _declared(_lookup(data.DATASETS, name, path), options, path)
+    info = _lookup(data.DATASETS, name, path)
+    _declared(info, options, path)
+    named = {p.name for p in info.params if p.path}
+    files = [Path(v) for k, v in sorted(resolve_paths(info.params, options, base).items()) if k in named and v]
+    if not files or not all(f.is_file() for f in files):
+        return None
+    return digest([hashlib.sha256(f.read_bytes()).hexdigest() for f in files])
 
 
-def _model_check(name: str, options: dict, path: str) -> None:
+def _model_check(name: str, options: dict, path: str, base: str = "") -> None:
     from dpbench import models
 
     _declared(_lookup(models.MODELS, name, path), options, path)
@@ -524,14 +535,15 @@ def _components(value: Any, key: str, check, sweepable: bool = False, base: str 
         label = entry.get("label") or entry["name"] + (
             "" if not options else "[" + ",".join(f"{k}={v}" for k, v in sorted(options.items())) + "]")
         if sweep is None:
-            check(entry["name"], options, path)
-            out.append(Component(entry["name"], _frozen(options), str(label), str(label), optional, base))
+            files = check(entry["name"], options, path, base)
+            out.append(Component(entry["name"], _frozen(options), str(label), str(label), optional, base, files))
             continue
         option, values = sweep
         for j, v in enumerate(values):
             point = {**options, option: v}
-            check(entry["name"], point, f"{path}.sweep.{option}[{j}]")
-            out.append(Component(entry["name"], _frozen(point), f"{label} {option}={v}", str(label), optional, base))
+            files = check(entry["name"], point, f"{path}.sweep.{option}[{j}]", base)
+            out.append(Component(entry["name"], _frozen(point), f"{label} {option}={v}", str(label), optional, base,
+                                 files))
     labels = [c.label for c in out]
     if len(set(labels)) != len(labels):
         raise SpecError(f"{key}: two entries share the label {sorted(l for l in labels if labels.count(l) > 1)[0]!r}; "
@@ -691,7 +703,8 @@ def _audits(value: Any, seed: int, base: str = "") -> tuple:
                                model_options=model.options, epsilon=eps, delta=float(delta), trials=trials,
                                canary=canary, rows=None if own_data else rows, alpha=float(alpha), seed=seed,
                                label=str(entry.get("label") or name), plugin=plugin, plugin_digest=plugin_digest,
-                               dataset_base="" if own_data else dataset.base)
+                               dataset_base="" if own_data else dataset.base,
+                               dataset_files=None if own_data else dataset.files_digest)
             try:
                 check_setup(setup)
             except DpbenchError as exc:

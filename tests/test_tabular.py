@@ -201,3 +201,22 @@ def test_numeric_labels_and_categorical_numbers(tmp_path: Path) -> None:
     assert X.shape[0] == 30 and (y == 1).sum() == 15
     assert ds.feature_names == ("x", "zone=100", "zone=101", "zone=102", "intercept")
     assert np.linalg.norm(X, axis=1).max() <= 1 + 1e-12
+
+
+def test_a_spec_keys_cells_by_the_file_content_and_seeds_splits_by_the_path_as_written(tmp_path: Path) -> None:
+    """Relative paths start at the YAML's folder; an edited file changes every cell key (its cells rerun),
+    while the data split's seed depends on the options as written (not on where the checkout is)."""
+    import yaml
+
+    from dpbench import spec
+
+    write_table(tmp_path / "sub" / "t.csv")
+    raw = {"datasets": [{"name": "csv", "options": {"path": "sub/t.csv", "missing": "impute", **OPTIONS}}],
+           "models": ["logreg"], "algorithms": ["nonprivate"], "metrics": ["accuracy"]}
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(raw))
+    before = spec.load(tmp_path / "exp.yaml").cells()[0]
+    assert before.dataset_base == str(tmp_path) and dict(before.dataset_options)["path"] == "sub/t.csv"
+    write_table(tmp_path / "sub" / "t.csv", seed=1)
+    after = spec.load(tmp_path / "exp.yaml").cells()[0]
+    assert after.key != before.key and after.data_seed == before.data_seed
+    assert spec.load(tmp_path / "exp.yaml").cells()[0].key == after.key
