@@ -326,3 +326,19 @@ def dpsco_rate(n: np.ndarray, d: float, epsilon: float, delta: np.ndarray) -> np
     O(d log(1/delta)/(n^2 eps^2) + 1/n), optimal). Constants are not given; figures scale it.
     """
     return d * np.log(1.0 / delta) / (n ** 2 * epsilon ** 2) + 1.0 / n
+
+
+def fitted_dpsco_rate(panel: pd.DataFrame, epsilon: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """(n, c * dpsco_rate(n)) over the sizes of one panel's curves at `epsilon`, the one free constant c
+    fitted by least squares in log space to those curves' positive means (the rate's shape is the
+    claim, its constant is not given); None when there is nothing to fit."""
+    priv = panel[panel["epsilon"] == epsilon]
+    ok = priv["mean"].to_numpy() > 0
+    if priv.empty or not ok.any():
+        return None
+    delta = float(priv["delta"].iloc[0])
+    d = float(priv["n_params"].iloc[0])
+    shape = dpsco_rate(priv["n_train"].to_numpy(float), d, epsilon, delta)
+    const = float(np.exp(np.mean(np.log(priv["mean"].to_numpy()[ok] / shape[ok]))))
+    n = np.sort(priv["n_train"].unique())
+    return n, const * dpsco_rate(n, d, epsilon, delta)

@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from dpbench.curves import dpsco_rate  # noqa: E402
+from dpbench.curves import fitted_dpsco_rate  # noqa: E402
 from dpbench.figures import figure_kind  # noqa: E402
 from dpbench.metrics import BOUNDS, METRICS  # noqa: E402
 from dpbench.registry import Param  # noqa: E402
@@ -261,20 +261,13 @@ def _metric_over_size(curves: pd.DataFrame, metric: str, stem: str | Path, x: st
 
 
 def _draw_dpsco_rate(ax, panel: pd.DataFrame, eps_values: list[float], markers: dict) -> None:
-    """Per epsilon, c (d log(1/delta)/(n^2 eps^2) + 1/n) with c fitted in log space to that epsilon's curves."""
+    """Per epsilon, the rate fitted to that epsilon's curves (curves.fitted_dpsco_rate) in grey."""
     for eps in eps_values:
-        priv = panel[(panel["epsilon"] == eps)]
-        if priv.empty:
+        line = fitted_dpsco_rate(panel, eps)
+        if line is None:
             continue
-        n = np.sort(priv["n_train"].unique())
-        delta = float(priv["delta"].iloc[0])
-        d = float(priv["n_params"].iloc[0])
-        shape = dpsco_rate(priv["n_train"].to_numpy(float), d, eps, delta)
-        ok = priv["mean"].to_numpy() > 0
-        if not ok.any():
-            continue
-        const = float(np.exp(np.mean(np.log(priv["mean"].to_numpy()[ok] / shape[ok]))))
-        ax.plot(n, const * dpsco_rate(n, d, eps, delta), color="0.5", linewidth=1.2,
+        n, rate = line
+        ax.plot(n, rate, color="0.5", linewidth=1.2,
                 linestyle=(0, (6, 2, 1, 2, 1, 2)), marker=markers.get(eps, "o"), markersize=3,
                 markerfacecolor="none", label=f"rate c(d log(1/δ)/(n²ε²) + 1/n), ε = {eps:g}")
 
