@@ -80,6 +80,7 @@ import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -88,10 +89,14 @@ from dpbench.canaries import CANARIES, Game, Recipe, RecipeContext
 from dpbench.errors import DpbenchError
 from dpbench.keys import digest, seed_from
 from dpbench.ledger import Adjacency, Ledger
-from dpbench.privacy import audit_bounds
+from dpbench.privacy import audit_bounds, audit_estimates
 from dpbench.registry import resolve_paths
 
+if TYPE_CHECKING:
+    from dpbench.audit_one_run import OneRunAuditResult
+
 CHUNK_TRIALS = 50  # fits per stored chunk
+VECTORISED_CHUNK_TRIALS = 1000  # fits per stored chunk of an algorithm with a vectorised twin (one call)
 
 
 def claimed_adjacency(stored: str | None) -> str:
@@ -175,17 +180,33 @@ def build_game(setup: AuditSetup, *, data_dir: str | None = None) -> tuple[Resol
                              f"has {dataset.n_train}; ask for at most {dataset.n_train} (or leave rows out for "
                              f"min({resolved.recipe.default_rows}, {dataset.n_train}))")
     context = RecipeContext(dataset=dataset, rows=resolved.rows, model=setup.model,
-                            model_options=dict(resolved.model_options), seed=int(setup.seed))
+                            model_options=dict(resolved.model_options), seed=int(setup.seed), recipe=setup.canary)
     game = resolved.recipe.build(context)
+    if setup.threat == "all_updates" and game.direction is None:
+        raise AuditError(f"threat: canary {setup.canary!r} names no canary direction untouched by the base rows, "
+                         f"which the all-updates statistic needs (spare_feature, gradient_canary and pidp_constant do)")
     if game.theta0 is not None:  # a public start point: every fit's model.init returns it
         start = np.array(game.theta0, dtype=float)
         game.model.init = lambda rng, _start=start: _start.copy()
     return resolved, game
 
 
+def _fits(info, problem, target, rngs: list, params: dict) -> list:
+    """One fit per generator: the vectorised twin in one call where the algorithm has one."""
+    if info.fit_many is not None and len(rngs) > 1:
+        return list(info.fit_many(problem, target, rngs, **params))
+    return [info.fit(problem, target, rng, **params) for rng in rngs]
+
+
 def run_chunk(chunk: AuditChunk, context: AuditContext = AuditContext()) -> dict:
-    """Fit `count` times on the chunk's side and score every fit (a pure function of the chunk)."""
+    """Fit `count` times on the chunk's side and score every fit (a pure function of the chunk).
+
+    final_model: the recipe's score of each trained theta. all_updates: the privacy loss of each
+    training's noisy steps as the all-updates adversary sees them (`audit_whitebox`), plus the
+    per-training step sums of the measured-mechanism estimate (`step_sums`)."""
     from dpbench import algorithms
+    from dpbench.algorithms.releases import observing
+    from dpbench.audit_whitebox import WhiteBoxObserver
     from dpbench.cells import CellContext, load_privacy_memo, save_privacy_memo
 
     cell_context = CellContext(data_dir=context.data_dir, cache_dir=context.cache_dir)
@@ -200,22 +221,47 @@ def run_chunk(chunk: AuditChunk, context: AuditContext = AuditContext()) -> dict
     problem = algorithms.Problem(model=game.model, X=X, y=y)
     target = algorithms.PrivacyTarget(epsilon=float(setup.epsilon), delta=float(setup.delta)) if info.private \
         else algorithms.PrivacyTarget(epsilon=None, delta=None)
-    scores, ledger = [], None
+    rngs = [trial_rng(chunk.game_key, chunk.side, trial) for trial in range(chunk.start, chunk.start + chunk.count)]
     started = time.perf_counter()
-    for trial in range(chunk.start, chunk.start + chunk.count):
-        fit = info.fit(problem, target, trial_rng(chunk.game_key, chunk.side, trial), **resolved.params)
-        scores.append(float(game.score(fit.theta)))
-        if ledger is None:
-            ledger = Ledger.from_dict(fit.privacy)
+    step_sums = None
+    if setup.threat == "all_updates":
+        observer = WhiteBoxObserver(game, chunk.adjacency or Adjacency.ADD_REMOVE, replicas=len(rngs))
+        if info.fit_many is not None and len(rngs) > 1:
+            with observing(observer):
+                fits = _fits(info, problem, target, rngs, resolved.params)
+        else:  # one observer per fit, its single replica copied into the chunk's arrays
+            fits = []
+            for r, rng in enumerate(rngs):
+                one = WhiteBoxObserver(game, chunk.adjacency or Adjacency.ADD_REMOVE, replicas=1)
+                with observing(one):
+                    fits.append(info.fit(problem, target, rng, **resolved.params))
+                observer.scores[r] = one.scores[0]
+                for key in observer.sums:
+                    observer.sums[key][r] = one.sums[key][0]
+                observer.releases += one.releases
+                observer.kinds |= one.kinds
+                observer.rates |= one.rates
+        if observer.releases == 0:
+            raise AuditError(f"{setup.algorithm} reported no noisy step: nothing for the all-updates adversary to see")
+        scores = [float(v) for v in observer.scores]
+        step_sums = {key: [float(v) for v in values] for key, values in observer.sums.items()}
+        step_sums["rates"] = sorted(observer.rates)
+    else:
+        fits = _fits(info, problem, target, rngs, resolved.params)
+        scores = [float(game.score(fit.theta)) for fit in fits]
     fit_seconds = time.perf_counter() - started
+    ledger = Ledger.from_dict(fits[0].privacy)
     save_privacy_memo(cell_context)
     claim = ledger.get("claim")
     if info.convex_only and not game.model.convex and claim != "none":
         claim = "none"
+    spent = ledger.get("epsilon_spent") or {}
     return {"key": chunk.key, "kind": "audit-chunk", "game": resolved.game_identity(), "game_key": chunk.game_key,
             "side": chunk.side, "start": chunk.start, "count": chunk.count, "adjacency_used": chunk.adjacency,
             "scores": scores, "claim": claim, "adjacency": ledger.audited_adjacency.value,
             "target_epsilon": ledger.get("target_epsilon") if claim != "none" else None,
+            "epsilon_spent": {k: float(v) for k, v in spent.items() if v is not None},
+            **({"step_sums": step_sums} if step_sums is not None else {}),
             "mechanism": ledger.get("mechanism"), "n_rows": int(X.shape[0]), "fit_seconds": fit_seconds}
 
 
@@ -223,11 +269,34 @@ def run_chunk(chunk: AuditChunk, context: AuditContext = AuditContext()) -> dict
 CHUNK_FIELDS: dict[str, type] = {"scores": list, "side": int, "start": int, "count": int}
 
 
+def chunk_trials(algorithm: str) -> int:
+    """Fits per stored chunk: one vectorised call of VECTORISED_CHUNK_TRIALS where the algorithm
+    has a vectorised twin, else CHUNK_TRIALS (small chunks keep the workers busy and the progress bar moving)."""
+    from dpbench import algorithms
+
+    return VECTORISED_CHUNK_TRIALS if algorithms.get(algorithm).fit_many is not None else CHUNK_TRIALS
+
+
 def _chunks(resolved: ResolvedAudit, side: int, adjacency: str | None) -> list[AuditChunk]:
     trials = int(resolved.setup.trials)
+    size = chunk_trials(resolved.setup.algorithm)
     return [AuditChunk(setup=resolved.setup, game_key=resolved.game_key, side=side, start=start,
-                       count=min(CHUNK_TRIALS, trials - start), adjacency=adjacency)
-            for start in range(0, trials, CHUNK_TRIALS)]
+                       count=min(size, trials - start), adjacency=adjacency)
+            for start in range(0, trials, size)]
+
+
+def probe_adjacency(setup: AuditSetup, data_dir: str | None = None) -> str:
+    """The adjacency the algorithm's ledger claims, from one fit on the base rows (a game whose D0
+    depends on the adjacency, one with a `replaced` row, needs it before D0's chunks run)."""
+    from dpbench import algorithms
+
+    resolved, game = _game_for(setup, data_dir)
+    info = algorithms.get(setup.algorithm)
+    target = algorithms.PrivacyTarget(epsilon=float(setup.epsilon), delta=float(setup.delta)) if info.private \
+        else algorithms.PrivacyTarget(epsilon=None, delta=None)
+    rng = np.random.default_rng(np.random.SeedSequence(seed_from("audit-probe", resolved.game_key)))
+    fit = info.fit(algorithms.Problem(model=game.model, X=game.X, y=game.y), target, rng, **resolved.params)
+    return Ledger.from_dict(fit.privacy).audited_adjacency.value
 
 
 # =============================================================================================
@@ -265,6 +334,11 @@ class AuditResult:
     game_key: str = ""
     scores0: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False)  # per trial, in trial order
     scores1: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False)
+    threat: str = "final_model"
+    threshold_rule: str = "empirical"
+    accounted_epsilon: float | None = None  # valid claims: the smallest epsilon the ledger's accountants computed
+    gdp: audit_estimates.GdpEstimate | None = None  # Gaussian-DP estimate from the two score samples
+    measured: audit_estimates.MechanismEstimate | None = None  # the per-step mechanism measured (all_updates)
 
     @property
     def broken(self) -> bool | None:
@@ -276,6 +350,17 @@ class AuditResult:
     @property
     def seconds_per_fit(self) -> float:
         return self.fit_seconds / max(1, 2 * self.trials)
+
+    @property
+    def estimate(self) -> tuple[str, float, float, float] | None:
+        """(kind, epsilon, low, high) of the estimate the report leads with: the measured mechanism
+        where there is one (all_updates, gradient-sum steps), else the Gaussian-DP estimate."""
+        if self.measured is not None and np.isfinite(self.measured.epsilon):
+            m = self.measured
+            return "measured mechanism", m.epsilon, m.epsilon_low, m.epsilon_high
+        if self.gdp is not None:
+            return "GDP", self.gdp.epsilon, self.gdp.epsilon_low, self.gdp.epsilon_high
+        return None
 
     def row(self) -> dict:
         s = self.setup
@@ -290,11 +375,31 @@ class AuditResult:
             "direction": self.direction, "rows": self.rows, "seconds": self.seconds,
             "seconds_per_fit": self.seconds_per_fit, "reused": self.reused, "chunks": self.chunks,
             "params": ", ".join(f"{k}={v}" for k, v in sorted(self.params.items())), "key": s.key,
+            "threat": self.threat, "method": "multi-run", "threshold_rule": self.threshold_rule,
+            "accounted_epsilon": self.accounted_epsilon,
+            **_estimate_columns(self),
         }
 
 
-def _run_phase(chunks, store, context, *, jobs, backend, scheduler, progress, force, description, train=True):
-    """(run summary, stored records) of one side's chunks. Training runs the chunks not stored
+def _estimate_columns(result: "AuditResult") -> dict:
+    """The estimates' table columns (NaN where there is none)."""
+    nan = float("nan")
+    g, m, lead = result.gdp, result.measured, result.estimate
+    return {
+        "estimate": lead[0] if lead else None, "epsilon_estimate": lead[1] if lead else nan,
+        "epsilon_estimate_low": lead[2] if lead else nan, "epsilon_estimate_high": lead[3] if lead else nan,
+        "gdp_mu": g.mu if g else nan, "gdp_epsilon": g.epsilon if g else nan,
+        "gdp_epsilon_low": g.epsilon_low if g else nan, "gdp_epsilon_high": g.epsilon_high if g else nan,
+        "measured_epsilon": m.epsilon if m else nan, "measured_epsilon_low": m.epsilon_low if m else nan,
+        "measured_epsilon_high": m.epsilon_high if m else nan, "noise_ratio": m.noise_ratio if m else nan,
+        "measured_rate": m.rate if m else nan,
+    }
+
+
+def _run_phase(chunks, store, context, *, jobs, backend, scheduler, progress, force, description, train=True,
+               function=None):
+    """(run summary, stored records) of one side's chunks (`function`: run_chunk unless another
+    chunk type's, e.g. the one-run audit's). Training runs the chunks not stored
     (damaged ones are moved aside by the store, named on stderr and trained again); with
     `train=False` only usable stored chunks are read, nothing is moved, and an AuditError counts
     the missing and damaged ones."""
@@ -309,7 +414,8 @@ def _run_phase(chunks, store, context, *, jobs, backend, scheduler, progress, fo
                              f"stored under {store.cells_dir}" + (f" ({damaged} damaged)" if damaged else "") +
                              " (`dpbench run` trains them)")
         return runner.RunSummary(total=len(chunks), reused=len(chunks), ran=0), records
-    summary = runner.run(chunks, functools.partial(run_chunk, context=context), store, jobs=jobs, backend=backend,
+    function = function or functools.partial(run_chunk, context=context)
+    summary = runner.run(chunks, function, store, jobs=jobs, backend=backend,
                          scheduler=scheduler, force=force, progress=progress, description=description)
     for key, reason, target in store.quarantined:  # damaged chunks were moved aside and trained again
         print(f"damaged audit chunk {key}.json ({reason}): moved to {target}, recomputed it", file=sys.stderr)
@@ -333,8 +439,9 @@ def _one(records: list[dict], field_name: str):
 
 def run_audit(setup: AuditSetup, *, data_dir: str | None = None, results: str | Path = "results", jobs: int = 1,
               backend: str = "loky", scheduler: str | None = None, progress: bool = True,
-              force: bool = False, train: bool = True) -> AuditResult:
-    """Play the distinguishing game of `setup` and bound epsilon from below (module docstring).
+              force: bool = False, train: bool = True) -> "AuditResult | OneRunAuditResult":
+    """Play the distinguishing game of `setup` and bound epsilon from below (module docstring);
+    a setup with `canaries` is a one-run audit (`dpbench.audit_one_run.run_one_run_audit`).
 
     D0's chunks run first (their ledger gives the claimed adjacency), then D1's; every chunk is
     stored under <results>/.cache/audits and reused by later calls unless `force`. With
@@ -343,6 +450,11 @@ def run_audit(setup: AuditSetup, *, data_dir: str | None = None, results: str | 
     """
     from dpbench.store import ResultStore
 
+    if setup.canaries is not None:
+        from dpbench.audit_one_run import run_one_run_audit
+
+        return run_one_run_audit(setup, data_dir=data_dir, results=results, jobs=jobs, backend=backend,
+                                 scheduler=scheduler, progress=progress, force=force, train=train)
     started = time.perf_counter()
     resolved = check_setup(setup)
     root = Path(results) / ".cache"
@@ -351,7 +463,15 @@ def run_audit(setup: AuditSetup, *, data_dir: str | None = None, results: str | 
     if train:
         _game_for(setup, context.data_dir)  # data or recipe errors: one line here, before any worker starts
     label = setup.display_label
-    chunks0 = _chunks(resolved, 0, None)
+    side0_adjacency = None  # D0 is the base rows, whatever the adjacency, unless the game names a replaced row
+    if resolved.recipe.replaces:
+        if train:
+            side0_adjacency = probe_adjacency(setup, context.data_dir)
+        else:  # nothing may be trained: the adjacency whose D0 chunks are stored
+            stored = [a.value for a in Adjacency
+                      if all(store.read(c.key)[0] is not None for c in _chunks(resolved, 0, a.value))]
+            side0_adjacency = stored[0] if stored else Adjacency.ADD_REMOVE.value
+    chunks0 = _chunks(resolved, 0, side0_adjacency)
     summary0, records0 = _run_phase(chunks0, store, context, jobs=jobs, backend=backend, scheduler=scheduler,
                                     progress=progress, force=force, description=f"audit {label}: D0", train=train)
     adjacency = _one([{"adjacency": claimed_adjacency(r.get("adjacency"))} for r in records0], "adjacency")
@@ -361,10 +481,24 @@ def run_audit(setup: AuditSetup, *, data_dir: str | None = None, results: str | 
     records = records0 + records1
     claim = _one(records, "claim")
     claimed = _one(records, "target_epsilon")
+    if side0_adjacency is not None and adjacency != side0_adjacency:
+        raise AuditError(f"the fits of one audit disagree on their adjacency: {side0_adjacency} (probe) vs {adjacency}")
     scores0 = np.array([s for r in records0 for s in r["scores"]], dtype=float)
     scores1 = np.array([s for r in records1 for s in r["scores"]], dtype=float)
-    outcome = audit_bounds.audit_scores(scores0, scores1, float(setup.delta), float(setup.alpha))
+    delta, alpha = float(setup.delta), float(setup.alpha)
+    outcome = audit_bounds.audit_scores(scores0, scores1, delta, alpha, rule=setup.threshold_rule)
     ev = outcome.evaluation
+    spent = [v for v in (records0[0].get("epsilon_spent") or {}).values() if v is not None]
+    measured = None
+    if all("step_sums" in r for r in records):
+        sums0 = {k: [v for r in records0 for v in r["step_sums"][k]] for k in audit_estimates.STEP_SUMS}
+        sums1 = {k: [v for r in records1 for v in r["step_sums"][k]] for k in audit_estimates.STEP_SUMS}
+        rates = {rate for r in records for rate in r["step_sums"].get("rates", [])}
+        if rates and (min(rates) >= 1.0 or max(rates) < 1.0):  # all full batch or all subsampled (D0 and D1
+            # may differ in n, hence in B/n): a per-step form the accountant covers
+            measured = audit_estimates.mechanism_estimate(sums0, sums1, delta, alpha=alpha,
+                                                          add_remove=adjacency == Adjacency.ADD_REMOVE.value,
+                                                          full_batch=min(rates) >= 1.0)
     return AuditResult(
         setup=setup, claimed_epsilon=None if claimed is None else float(claimed), claim=claim, adjacency=adjacency,
         epsilon_lower_bound=ev.epsilon_lower_bound, confidence=ev.confidence, trials=int(setup.trials),
@@ -374,7 +508,9 @@ def run_audit(setup: AuditSetup, *, data_dir: str | None = None, results: str | 
         n_selection=min(outcome.n_selection), n_evaluation=min(ev.n0, ev.n1), false_positives=ev.false_positives,
         false_negatives=ev.false_negatives, fit_seconds=float(sum(r.get("fit_seconds", 0.0) for r in records)),
         params=dict(resolved.params), model_options=dict(resolved.model_options), rows=int(records0[0]["n_rows"]),
-        game_key=resolved.game_key, scores0=scores0, scores1=scores1,
+        game_key=resolved.game_key, scores0=scores0, scores1=scores1, threat=setup.threat,
+        threshold_rule=setup.threshold_rule, accounted_epsilon=float(min(spent)) if spent and claim == "valid" else None,
+        gdp=audit_estimates.gdp_estimate(scores0, scores1, delta, alpha), measured=measured,
     )
 
 

@@ -16,8 +16,11 @@ from dpbench.canaries import CANARIES, Recipe
 from dpbench.errors import DpbenchError
 from dpbench.keys import digest
 from dpbench.privacy import checks
+from dpbench.privacy.audit_bounds import THRESHOLD_RULES
 
 AUDIT_SCHEMA = 1  # bump when the meaning of a stored chunk changes
+#: what the adversary sees (ALGORITHMS.md §11.4): the trained model only, or every noisy step
+THREATS = ("final_model", "all_updates")
 
 
 class AuditError(DpbenchError):
@@ -25,10 +28,12 @@ class AuditError(DpbenchError):
 
 
 def _user_code_and_data(setup: "AuditSetup") -> dict:
-    """The parts of an identity that only plugins and user files have (absent otherwise, so that
-    the keys of the built-ins do not change)."""
+    """The parts of an identity that only plugins, user files and the all-updates threat have
+    (absent otherwise, so that the keys of final-model audits of built-ins do not change)."""
     return {**({"plugin": setup.plugin_digest} if setup.plugin_digest is not None else {}),
-            **({"data_files": setup.dataset_files} if setup.dataset_files is not None else {})}
+            **({"data_files": setup.dataset_files} if setup.dataset_files is not None else {}),
+            **({"threat": setup.threat} if setup.threat != "final_model" else {}),
+            **({"canaries": setup.canaries, "guesses": setup.guesses} if setup.canaries is not None else {})}
 
 
 def _pairs(mapping: Mapping[str, Any] | tuple | None) -> tuple:
@@ -44,7 +49,12 @@ class AuditSetup:
 
     params, dataset_options and model_options are sorted tuples of (name, value) pairs (use
     `AuditSetup.create` to pass dicts). trials: runs per side (half choose the test, half
-    count). rows: base size (None: the recipe's default). label is for display only.
+    count). rows: base size (None: the recipe's default). label is for display only. threat:
+    final_model (the score is a function of the trained model) or all_updates (the white-box
+    statistic of every noisy step, `dpbench.audit_whitebox`). threshold: the rule that chooses the
+    test (`audit_bounds.THRESHOLD_RULES`; None: empirical for final_model, gaussian for all_updates).
+    canaries: set for a one-run audit (Steinke, Nasr, Jagielski 2023; `dpbench.audit_one_run`): one
+    training with that many canaries, each in with probability 1/2 (trials is then unused).
     """
 
     algorithm: str
@@ -65,6 +75,10 @@ class AuditSetup:
     plugin: str | None = field(default=None, compare=False)  # where that plugin is loaded from (dpbench.plugins)
     dataset_files: str | None = None  # content digest of the files dataset_options name: part of the identity
     dataset_base: str = field(default="", compare=False)  # folder relative paths in dataset_options start from
+    threat: str = "final_model"
+    threshold: str | None = None
+    canaries: int | None = None  # one-run audit (dpbench.audit_one_run): m canaries in one training; None: multi-run
+    guesses: int | None = None  # one-run: guesses r (None: privacy.one_run.default_k)
 
     @classmethod
     def create(cls, algorithm: str, *, params: Mapping | None = None, dataset_options: Mapping | None = None,
@@ -77,7 +91,8 @@ class AuditSetup:
                 "dataset": self.dataset, "dataset_options": dict(self.dataset_options), "model": self.model,
                 "model_options": dict(self.model_options), "epsilon": self.epsilon, "delta": self.delta,
                 "trials": self.trials, "canary": self.canary, "rows": self.rows, "alpha": self.alpha,
-                "seed": self.seed, **_user_code_and_data(self)}
+                "seed": self.seed, **_user_code_and_data(self),
+                **({"threshold": self.threshold} if self.threshold is not None else {})}
 
     @cached_property
     def key(self) -> str:
@@ -86,6 +101,13 @@ class AuditSetup:
     @property
     def display_label(self) -> str:
         return self.label or self.algorithm
+
+    @property
+    def threshold_rule(self) -> str:
+        """The rule that chooses the test: as given, else gaussian for all_updates, empirical otherwise."""
+        if self.threshold is not None:
+            return self.threshold
+        return "gaussian" if self.threat == "all_updates" else "empirical"
 
 
 @dataclass(frozen=True)
@@ -173,13 +195,34 @@ def check_setup(setup: AuditSetup) -> ResolvedAudit:
             raise AuditError(f"epsilon: {setup.algorithm} is private: give the target epsilon to audit")
     else:
         _checked(checks.positive, "epsilon", setup.epsilon)
+    if setup.threat not in THREATS:
+        raise AuditError(f"threat: must be one of {', '.join(THREATS)}, got {setup.threat!r}")
+    if setup.threat == "all_updates" and not info.updates:
+        raise AuditError(f"threat: {setup.algorithm} releases only its final model (it reports no noisy steps); "
+                         f"audit it with threat final_model")
+    if setup.threshold is not None and setup.threshold not in THRESHOLD_RULES:
+        raise AuditError(f"threshold: must be one of {', '.join(THRESHOLD_RULES)}, got {setup.threshold!r}")
+    if (setup.threat == "all_updates" or setup.canaries is not None) and not recipe.spare_coordinate:
+        needs = "the all-updates statistic" if setup.canaries is None else "a one-run audit"
+        raise AuditError(f"canary: {needs} needs a canary on a coordinate no base row touches; recipe "
+                         f"{setup.canary!r} has none (use one of "
+                         f"{', '.join(sorted(n for n, r in CANARIES.items() if r.spare_coordinate))})")
+    if setup.canaries is not None:
+        _checked(checks.integer, "canaries", setup.canaries, 2)
+        if setup.guesses is not None:
+            _checked(checks.integer, "guesses", setup.guesses, 1)
+            if setup.guesses > setup.canaries:
+                raise AuditError(f"guesses: at most one per canary ({setup.canaries}), got {setup.guesses}")
+    elif setup.guesses is not None:
+        raise AuditError("guesses: given without canaries (guesses belong to a one-run audit)")
     _checked(checks.unit_interval, "delta", setup.delta)
     _checked(checks.unit_interval, "alpha", setup.alpha)
-    _checked(checks.integer, "trials", setup.trials, 4)  # half choose the test, half count its errors
+    if setup.canaries is None:  # a one-run audit trains once
+        _checked(checks.integer, "trials", setup.trials, 4)  # some runs choose the test, the others count its errors
     rows = _checked(checks.integer, "rows", recipe.default_rows if setup.rows is None else setup.rows, 2)
     _checked(checks.integer, "seed", setup.seed, 0)
     return ResolvedAudit(setup=setup, recipe=recipe, params=dict(sorted(params.items())),
                          model_options=dict(sorted(model_options.items())), rows=int(rows), private=info.private)
 
 
-__all__ = ["AUDIT_SCHEMA", "AuditError", "AuditSetup", "ResolvedAudit", "check_setup"]
+__all__ = ["AUDIT_SCHEMA", "THREATS", "AuditError", "AuditSetup", "ResolvedAudit", "check_setup"]

@@ -34,6 +34,11 @@ of `best_of` such runs; examples/s = B * calls/s). Cells run with one BLAS threa
          the accountant's noise calibration unless an earlier fit in the process already calibrated the
          same (eps, delta, q, T) (calibrations are memoised); `seconds_repeat` is the best of
          `repeats` further runs with warm caches.
+  many   audit-sized trainings: `fits` (1,000) trainings of DP-SGD (20 epochs, batch 200, clip 0.1)
+         and DP-GD (20 steps) on 400 random rows x 31 features (logreg), one `fit` at a time vs
+         one vectorised `fit_many` (`algorithms.vectorised_fits`); `path` says whether the fits'
+         steps were observed (`releases.observing`, as an all-updates audit does: single fits then
+         leave the compiled loop); seconds and fits/s.
 """
 
 from __future__ import annotations
@@ -396,8 +401,64 @@ def fits_suite(data_dir: str | None = None, repeats: int = 1, *, data=None, mode
     return records
 
 
+MANY_FITS = 1_000  # `many`: trainings per timing
+#: (algorithm, hyperparameters) timed by the `many` suite (an audit's setting: 400 rows, 31 features)
+MANY_CASES: list[tuple[str, dict]] = [
+    ("dpsgd", {"epochs": 20.0, "batch_size": 200.0, "clip_norm": 0.1, "lr": 0.5}),
+    ("dp_gd", {"epochs": 20, "clip_norm": 0.1}),
+]
+
+
+def audit_sized(n: int = 400, d: int = 31, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """n random rows with ||x|| <= 1 and d features, labels of a noisy linear rule in {-1, +1}."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
+    y = np.where(X @ rng.standard_normal(d) + 0.3 * rng.standard_normal(n) >= 0, 1.0, -1.0)
+    return X, y
+
+
+def many_suite(data_dir: str | None = None, repeats: int = 1, *, data=None, fits: int = MANY_FITS,
+               epsilon: float = 1.0, cases: list[tuple[str, dict]] | None = None) -> list[dict]:
+    """`fits` trainings one `fit` at a time vs one `fit_many`, unobserved and observed (seconds, fits/s).
+
+    `data=(X, y)` replaces the 400 x 31 random problem (`audit_sized`); data_dir is unused.
+    """
+    from dpbench import algorithms
+    from dpbench import models as models_mod
+    from dpbench.algorithms import releases
+
+    X, y = audit_sized() if data is None else _data(data, data_dir)
+    n = X.shape[0]
+    problem = algorithms.Problem(model=models_mod.make("logreg", X.shape[1]), X=X, y=y)
+    target = algorithms.PrivacyTarget(epsilon=epsilon, delta=1.0 / n)
+    records = []
+    for name, params in (MANY_CASES if cases is None else cases):
+        info = algorithms.get(name)
+        info.fit(problem, target, np.random.default_rng(0), **params)  # calibrate, compile outside the timing
+
+        def rngs() -> list[np.random.Generator]:
+            return [np.random.default_rng(s) for s in np.random.SeedSequence(0).spawn(fits)]
+
+        one_at_a_time = lambda: [info.fit(problem, target, rng, **params) for rng in rngs()]  # noqa: E731
+        vectorised = lambda: info.fit_many(problem, target, rngs(), **params)  # noqa: E731
+        for observed in (False, True):
+            for measure, run in (("one at a time", one_at_a_time), ("fit_many", vectorised)):
+                if observed:
+                    def timed(run=run):
+                        with releases.observing(lambda rel: None):
+                            run()
+                else:
+                    timed = run
+                seconds = _timed(timed, max(1, repeats))
+                records.append(_record("many", name, "logreg", f"{fits:,} fits, {measure}",
+                                       params.get("batch_size", n), n, problem.model.n_params, seconds=seconds,
+                                       fits_per_s=fits / seconds, path="observed" if observed else "unobserved"))
+    return records
+
+
 SUITES: dict[str, Callable[..., list[dict]]] = {"steps": steps_suite, "grads": grads_suite, "pidp": pidp_suite,
-                                                "fits": fits_suite}
+                                                "fits": fits_suite, "many": many_suite}
 
 
 def _target_text(rec: dict) -> str:
@@ -420,7 +481,7 @@ def format_table(records: list[dict]) -> str:
         df["batch_size"] = [("" if b is None or (isinstance(b, float) and math.isnan(b)) else f"{float(b):g}")
                             for b in df["batch_size"]]
     cols = [c for c in ("suite", "algorithm", "model", "measure", "path", "batch_size", "n_params", "steps", "seconds",
-                        "seconds_repeat", "examples_per_s", "target", "note") if c in df]
+                        "seconds_repeat", "examples_per_s", "fits_per_s", "target", "note") if c in df]
     with pd.option_context("display.width", 200, "display.max_rows", 1000, "display.max_colwidth", 40,
                            "display.float_format", lambda v: f"{v:,.4g}"):
         return df[cols].to_string(index=False, na_rep="")

@@ -35,20 +35,32 @@ class Game:
     score: Callable[[np.ndarray], float]
     theta0: np.ndarray | None = None  # public starting point of every fit (None: the model's init)
     description: str = ""
+    direction: np.ndarray | None = None  # canary direction u no base row touches (all-updates audits)
+    replaced: tuple[np.ndarray, float] | None = None  # replace-one: the row (x, y) the canary replaces
 
     @property
     def n_features(self) -> int:
         return int(self.X.shape[1])
 
+    def replaced_row(self) -> tuple[np.ndarray, float]:
+        """The row the canary replaces under replace-one: `replaced`, else the base's last row."""
+        if self.replaced is not None:
+            return np.asarray(self.replaced[0], dtype=float), float(self.replaced[1])
+        return np.asarray(self.X[-1], dtype=float), float(self.y[-1])
+
     def neighbours(self, adjacency: Adjacency | str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(X0, y0, X1, y1) for the claimed adjacency: add/remove-one D1 = D0 + canary, replace-one
-        D1 = D0 with its last row replaced by the canary (D0 is the base rows either way)."""
+        """(X0, y0, X1, y1) for the claimed adjacency: add/remove-one D0 = base, D1 = base + canary;
+        replace-one D1 = D0 with its last row replaced by the canary, where D0 = base, or base + the
+        `replaced` row when the game names one (then D0 depends on the adjacency)."""
         adjacency = Adjacency.parse(adjacency)
         X0, y0 = self.X, self.y
         xc = np.asarray(self.canary_x, dtype=float)[None, :]
         yc = np.array([float(self.canary_y)])
         if adjacency is Adjacency.ADD_REMOVE:
             return X0, y0, np.vstack([X0, xc]), np.concatenate([y0, yc])
+        if self.replaced is not None:
+            xr, yr = self.replaced_row()
+            X0, y0 = np.vstack([X0, xr[None, :]]), np.concatenate([y0, [yr]])
         return X0, y0, np.vstack([X0[:-1], xc]), np.concatenate([y0[:-1], yc])
 
 
@@ -61,6 +73,7 @@ class RecipeContext:
     model: str
     model_options: dict
     seed: int
+    recipe: str = ""  # the name the recipe was looked up by (one build may back several recipes)
 
 
 @dataclass(frozen=True)
@@ -80,13 +93,17 @@ class Recipe:
     params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     model_options: Mapping[str, Any] = field(default_factory=dict)
     source: str = BUILT_IN
+    replaces: bool = False  # its games name the row the canary replaces under replace-one (`Game.replaced`)
+    spare_coordinate: bool = False  # its canary sits on a coordinate no base row touches (`Game.direction`):
+    # what the all-updates statistic and one-run audits need
 
 
 CANARIES: Registry[Recipe] = Registry("canary recipe", builtins="dpbench.canaries", group="dpbench.canaries")
 
 
 def canary(name: str, *, description: str, needs_dataset: bool = True, default_rows: int = 1000,
-           params: Mapping[str, Mapping[str, Any]] | None = None, model_options: Mapping[str, Any] | None = None
+           params: Mapping[str, Mapping[str, Any]] | None = None, model_options: Mapping[str, Any] | None = None,
+           replaces: bool = False, spare_coordinate: bool = False
            ) -> Callable[[Callable[[RecipeContext], Game]], Callable[[RecipeContext], Game]]:
     """Declare `build(context) -> Game` as canary recipe `name` (one build may back several recipes).
 
@@ -97,7 +114,8 @@ def canary(name: str, *, description: str, needs_dataset: bool = True, default_r
     def declare(build: Callable[[RecipeContext], Game]) -> Callable[[RecipeContext], Game]:
         CANARIES.register(Recipe(name=name, description=description, build=build, needs_dataset=needs_dataset,
                                  default_rows=default_rows, params=dict(params or {}),
-                                 model_options=dict(model_options or {}), source=current_source()))
+                                 model_options=dict(model_options or {}), source=current_source(),
+                                 replaces=replaces, spare_coordinate=spare_coordinate))
         return build
 
     return declare
@@ -112,13 +130,24 @@ def _margin_score(model, x_c: np.ndarray, y_c: float) -> Callable[[np.ndarray], 
     return score
 
 
+#: recommended hyperparameters of the gradient canary: a clip norm of 0.1 keeps the canary's gradient
+#: (|d loss/d theta_new| = sigmoid(-y theta_new) >= 0.1 while |theta_new| <= 2.2) at full clip norm
+GRADIENT_CANARY_PARAMS = {name: {"clip_norm": 0.1} for name in ("dpsgd", "dp_lssgd", "dp_gd", "noisy_sgd_bst14",
+                                                                 "pidp_sgd")}
+
+
+@canary("gradient_canary",
+        description="the strongest canary of the spare_feature game (ALGORITHMS.md §11.4): e_new with label +1, "
+                    "and under replace-one it replaces e_new with label -1 (gradients at opposite full clip norm, "
+                    "twice the difference); clip norm 0.1 recommended so both stay clipped",
+        params=GRADIENT_CANARY_PARAMS, replaces=True, spare_coordinate=True)
 @canary("input_per_example",
         description="input perturbation, per-example noise (ALGORITHMS.md §5 b): the spare_feature canary with "
                     "noise per_example, theorem pl, epochs 1",
-        params={"input_perturbation": {"noise": "per_example", "theorem": "pl", "epochs": 1}})
+        params={"input_perturbation": {"noise": "per_example", "theorem": "pl", "epochs": 1}}, spare_coordinate=True)
 @canary("spare_feature",
         description="rows of a dataset + an all-zero column; canary e_new with label +1; score theta_new "
-                    "(ALGORITHMS.md §11.3)")
+                    "(ALGORITHMS.md §11.3)", spare_coordinate=True)
 def _spare_feature(context: RecipeContext) -> Game:
     from dpbench import models
 
@@ -129,8 +158,13 @@ def _spare_feature(context: RecipeContext) -> Game:
     x_c = np.zeros(X.shape[1])
     x_c[-1] = 1.0
     model = models.make(context.model, X.shape[1], **context.model_options)
-    return Game(X=X, y=y, canary_x=x_c, canary_y=1.0, model=model, score=_margin_score(model, x_c, 1.0),
-                description=f"{rows} rows of {ds.name} + an all-zero column; canary e_new, +1; score theta_new")
+    game = Game(X=X, y=y, canary_x=x_c, canary_y=1.0, model=model, score=_margin_score(model, x_c, 1.0),
+                description=f"{rows} rows of {ds.name} + an all-zero column; canary e_new, +1; score theta_new",
+                direction=x_c.copy())
+    if CANARIES.lookup(context.recipe).replaces if context.recipe else False:
+        game.replaced = (x_c.copy(), -1.0)
+        game.description += "; replace-one: it replaces (e_new, -1)"
+    return game
 
 
 PIDP_X0 = (0.5, 0.0, 0.0, 0.0, 0.0)
@@ -141,7 +175,7 @@ PIDP_X0 = (0.5, 0.0, 0.0, 0.0, 0.0)
                     "theta~ = argmin loss(x0); score ||theta - theta~||",
         needs_dataset=False, default_rows=200,
         params={"pidp_sgd": {"steps": 2000, "rounds": 1, "zeta": 0.01, "lr": 0.1, "radius": 1e8}},
-        model_options={"l2": 0.01})
+        model_options={"l2": 0.01}, spare_coordinate=True)
 def _pidp_constant(context: RecipeContext) -> Game:
     from dpbench import algorithms, models
     from dpbench.algorithms.nonprivate import minimize_empirical_risk
@@ -161,6 +195,7 @@ def _pidp_constant(context: RecipeContext) -> Game:
         return float(np.linalg.norm(np.asarray(theta, dtype=float) - theta_tilde))
 
     return Game(X=X, y=y, canary_x=x_c, canary_y=1.0, model=model, score=score, theta0=theta_tilde,
+                direction=x_c.copy(),
                 description=f"{n} copies of x0 = {PIDP_X0}, +1; canary e2, +1; start and score at theta~ = "
                             f"argmin loss(x0) = {np.round(theta_tilde, 6).tolist()}")
 

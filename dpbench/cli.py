@@ -300,9 +300,11 @@ def _report(exp, out) -> None:
                 click.echo(f"\n{metric} (mean ± std over seeds; columns: epsilon)")
                 click.echo(table.to_string())
         if out.audits is not None and not out.audits.empty:
-            click.echo("\naudits (lower bounds at the stated confidence; broken = lower bound above the claim)")
-            shown = [c for c in ("label", "canary", "claimed_epsilon", "claim", "adjacency", "epsilon_lower_bound",
-                                 "ceiling", "broken", "trials", "seconds") if c in out.audits]
+            click.echo("\naudits (lower bounds at the stated confidence; broken = lower bound above the claim; "
+                       "estimate: GDP or measured mechanism, not a bound)")
+            shown = [c for c in ("label", "method", "threat", "claimed_epsilon", "claim", "adjacency",
+                                 "epsilon_lower_bound", "ceiling", "epsilon_estimate", "broken", "trials", "seconds")
+                     if c in out.audits]
             click.echo(out.audits[shown].to_string(index=False, float_format=lambda v: f"{v:.3g}"))
     click.echo("")
 
@@ -536,10 +538,26 @@ def _key_values(pairs, option: str) -> dict:
               help="target epsilon (required for a private algorithm)")
 @click.option("--delta", default=1e-5, show_default=True, type=FiniteFloatRange(0, 1, min_open=True, max_open=True),
               help="target delta (also the delta of the bound)")
-@click.option("--trials", required=True, type=click.IntRange(min=4),
-              help="trainings per side (half choose the test, half estimate its error rates)")
+@click.option("--trials", default=None, type=click.IntRange(min=4),
+              help="trainings per side (some choose the test, the others estimate its error rates); required "
+                   "unless --one-run")
+@click.option("--one-run", is_flag=True,
+              help="one training with --canaries canaries, each in with probability 1/2, and a lower bound from the "
+                   "correct membership guesses (Steinke, Nasr, Jagielski 2023) instead of --trials trainings a side")
+@click.option("--canaries", default=1000, show_default=True, type=click.IntRange(min=2),
+              help="canaries of a --one-run audit")
+@click.option("--guesses", default=None, type=click.IntRange(min=1),
+              help="membership guesses of a --one-run audit, on the canaries with the highest and lowest scores "
+                   "(default: a tenth of the canaries)")
 @click.option("--canary", default="spare_feature", show_default=True,
               help="canary recipe (see `dpbench list canaries`)")
+@click.option("--threat", default="final_model", show_default=True, type=click.Choice(["final_model", "all_updates"]),
+              help="what the adversary sees: the trained model, or every noisy step (iterative algorithms; the "
+                   "score is then the privacy loss of the whole transcript along the canary direction)")
+@click.option("--threshold", default=None, type=click.Choice(["empirical", "gaussian"]),
+              help="how the test is chosen on the selection runs: best count on half of them (empirical, default "
+                   "for final_model) or best expected bound under normals fitted to a tenth (gaussian, default for "
+                   "all_updates); either way the counted runs are others")
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="algorithm hyperparameter (repeatable; "
               "overrides the canary recipe's recommended value)")
 @click.option("--model-option", "model_options", multiple=True, metavar="NAME=VALUE", help="model option (repeatable)")
@@ -558,20 +576,30 @@ def _key_values(pairs, option: str) -> dict:
               help="fits are cached under RESULTS/.cache/audits")
 @click.option("--force", is_flag=True, help="recompute cached fits")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
-def audit(algorithm, dataset, model, epsilon, delta, trials, canary, params, model_options, dataset_options, rows,
-          alpha, seed, jobs, backend, scheduler, data_dir, results, force, no_progress) -> None:
-    """Empirical lower bound on an algorithm's epsilon (ALGORITHMS.md §11).
+def audit(algorithm, dataset, model, epsilon, delta, trials, one_run, canaries, guesses, canary, threat, threshold,
+          params, model_options, dataset_options, rows, alpha, seed, jobs, backend, scheduler, data_dir, results, force,
+          no_progress) -> None:
+    """Empirical lower bound on an algorithm's epsilon (ALGORITHMS.md §11), with estimates beside it.
 
     Trains the algorithm --trials times on data D0 and as often on D1 = D0 with one crafted
     canary record added (or swapped in, following the adjacency the algorithm claims), and
-    scores each model by what it learnt about the canary. A threshold test chosen on half of
-    the runs and counted on the other half bounds epsilon from below with Clopper-Pearson
-    confidence: a bound above the claimed epsilon refutes the claim.
+    scores each training: by what the model learnt about the canary (--threat final_model) or by
+    the privacy loss of every noisy step (--threat all_updates). A threshold test chosen on some
+    runs and counted on the others bounds epsilon from below with Clopper-Pearson confidence: a
+    bound above the claimed epsilon refutes the claim. Beside it, two estimates that are not
+    bounds: the Gaussian-DP estimate of the two score samples and, for all_updates, the epsilon
+    of the per-step mechanism measured from the observed steps. --one-run trains once with
+    --canaries canaries instead and bounds epsilon from the correct membership guesses.
     """
     from dpbench import audit as audit_mod
     from dpbench import plugins
 
     _check_scheduler(backend, scheduler)
+    if one_run == (trials is not None):
+        raise click.UsageError("give --trials (trainings a side) or --one-run (one training with --canaries), "
+                               "exactly one of them")
+    if guesses is not None and not one_run:
+        raise click.UsageError("--guesses belongs to a --one-run audit")
     plugin = plugin_digest = None
     if ":" in algorithm:  # a plugin reference, relative to the current folder
         plugin = plugins.resolve(algorithm)
@@ -580,8 +608,9 @@ def audit(algorithm, dataset, model, epsilon, delta, trials, canary, params, mod
     setup = audit_mod.AuditSetup.create(
         algorithm, plugin=plugin, plugin_digest=plugin_digest, params=_key_values(params, "--param"), dataset=dataset,
         dataset_options=_key_values(dataset_options, "--dataset-option"), model=model,
-        model_options=_key_values(model_options, "--model-option"), epsilon=epsilon, delta=delta, trials=trials,
-        canary=canary, rows=rows, alpha=alpha, seed=seed)
+        model_options=_key_values(model_options, "--model-option"), epsilon=epsilon, delta=delta,
+        trials=1 if one_run else trials, canary=canary, rows=rows, alpha=alpha, seed=seed, threat=threat,
+        threshold=threshold, canaries=canaries if one_run else None, guesses=guesses)
     _writable_folder(results)
     result = audit_mod.run_audit(setup, data_dir=data_dir, results=results, jobs=jobs, backend=backend,
                                  scheduler=scheduler, progress=not no_progress, force=force)
@@ -589,8 +618,10 @@ def audit(algorithm, dataset, model, epsilon, delta, trials, canary, params, mod
 
 
 def format_audit(result) -> str:
-    """The `dpbench audit` report of one AuditResult (a few lines)."""
+    """The `dpbench audit` report of one AuditResult or OneRunAuditResult (a few lines)."""
     s = result.setup
+    if s.canaries is not None:
+        return _format_one_run(result)
     where = f"{s.dataset} ({result.rows} base rows)" if s.dataset else f"the recipe's own data ({result.rows} rows)"
     params = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in result.params.items()) \
         or "defaults"
@@ -600,15 +631,19 @@ def format_audit(result) -> str:
     else:
         claimed = f"{result.claimed_epsilon:g} at delta = {s.delta:g} (claim: {result.claim})"
     test = "above" if result.direction > 0 else "below"
+    score = "the privacy loss of every noisy step along the canary direction" if result.threat == "all_updates" \
+        else "a function of the trained model"
+    accounted = "" if result.accounted_epsilon is None else f"; the ledger's accountant: {result.accounted_epsilon:.3g}"
     lines = [
         f"audit: {s.algorithm} [{params}] on {where}, model {s.model}, canary {s.canary}, "
-        f"adjacency {result.adjacency}",
-        f"claimed epsilon: {claimed}",
+        f"adjacency {result.adjacency}, threat {result.threat} (score: {score})",
+        f"claimed epsilon: {claimed}{accounted}",
         f"audited lower bound: epsilon >= {result.epsilon_lower_bound:.3f} at {confidence} confidence "
         f"(ceiling {result.ceiling:.3f} for {result.n_evaluation} evaluation runs a side)",
-        f"test: 'D1' when the score is {test} {result.threshold:.6g} (chosen on {result.n_selection} runs a side); "
-        f"on the other runs FPR = {result.fpr:.4g} (<= {result.fpr_upper:.4g}), "
+        f"test: 'D1' when the score is {test} {result.threshold:.6g} (rule {result.threshold_rule}, chosen on "
+        f"{result.n_selection} runs a side); on the other runs FPR = {result.fpr:.4g} (<= {result.fpr_upper:.4g}), "
         f"FNR = {result.fnr:.4g} (<= {result.fnr_upper:.4g})",
+        *_estimate_lines(result),
         f"trials: {result.trials} per side ({2 * result.trials} fits, {result.chunks} chunks, {result.reused} reused; "
         f"{1000 * result.seconds_per_fit:.2f} ms per fit when run)",
         f"wall time: {result.seconds:.1f} s",
@@ -618,6 +653,49 @@ def format_audit(result) -> str:
     elif result.claimed_epsilon is not None:
         lines.append("verdict: not refuted (the bound does not exceed the claimed epsilon)")
     return "\n".join(lines)
+
+
+def _claimed(result) -> str:
+    s = result.setup
+    if result.claimed_epsilon is None:
+        return f"none ({s.algorithm} claims no epsilon; claim: {result.claim})"
+    accounted = "" if result.accounted_epsilon is None else f"; the ledger's accountant: {result.accounted_epsilon:.3g}"
+    return f"{result.claimed_epsilon:g} at delta = {s.delta:g} (claim: {result.claim}){accounted}"
+
+
+def _format_one_run(result) -> str:
+    """The `dpbench audit --one-run` report."""
+    s, o = result.setup, result.outcome
+    where = f"{s.dataset}" if s.dataset else "the recipe's own data"
+    lines = [
+        f"one-run audit: {s.algorithm} on {where}, model {s.model}, canary {s.canary} x {o.m} (each in with "
+        f"probability 1/2; {result.rows} training rows), adjacency {result.adjacency}, threat {s.threat}",
+        f"claimed epsilon: {_claimed(result)}",
+        f"guesses: {o.k_pos} 'in' (highest scores), {o.k_neg} 'out' (lowest); correct {o.correct} of {o.r}",
+        f"audited lower bound: epsilon >= {result.epsilon_lower_bound:.3f} at {100 * result.confidence:g}% "
+        f"confidence (ceiling {result.ceiling:.3f} for {o.r} guesses among {o.m} canaries)",
+        f"wall time: {result.seconds:.1f} s (training {result.fit_seconds:.1f} s, {result.reused} reused)",
+    ]
+    if result.broken:
+        lines.append(f"verdict: REFUTED -- the claimed epsilon {result.claimed_epsilon:g} is below the lower bound")
+    elif result.claimed_epsilon is not None:
+        lines.append("verdict: not refuted (the bound does not exceed the claimed epsilon)")
+    return "\n".join(lines)
+
+
+def _estimate_lines(result) -> list[str]:
+    """The estimates of `format_audit` (not bounds: each says what it assumes)."""
+    lines = []
+    g, m = result.gdp, result.measured
+    level = f"{100 * result.confidence:g}%"
+    if g is not None:
+        lines.append(f"GDP estimate (assumes a Gaussian trade-off curve; not a bound): mu = {g.mu:.3f}, "
+                     f"epsilon ~ {g.epsilon:.3f} [{g.epsilon_low:.3f}, {g.epsilon_high:.3f}] ({level} bootstrap)")
+    if m is not None:
+        lines.append(f"measured mechanism (assumes the declared per-step form; not a bound): noise std x "
+                     f"{m.noise_ratio:.3f} of declared, record in a step with rate {m.rate:.3f}, {m.steps:g} steps: "
+                     f"epsilon ~ {m.epsilon:.3f} [{m.epsilon_low:.3f}, {m.epsilon_high:.3f}]")
+    return lines
 
 
 @main.command()

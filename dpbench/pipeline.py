@@ -167,12 +167,14 @@ def audit_results(exp: Experiment, *, results: str | Path = "results", data_dir:
 
 
 def audit_points(exp: Experiment, results: str | Path, data_dir: str | None = None) -> pd.DataFrame:
-    """The audits' lower bounds as check points (metric epsilon_lower_bound, one 'seed'): an audit
-    is a pure function of its setup, so its bound is compared exactly like a curve point."""
+    """The audits' lower bounds as check points (metric epsilon_lower_bound, or
+    one_run_epsilon_lower_bound for a one-run audit; one 'seed'): an audit is a pure function of
+    its setup, so its bound is compared exactly like a curve point."""
     from dpbench.check import POINT
 
     rows = [{"label": r.setup.label, "dataset_label": r.setup.dataset or r.setup.canary,
-             "model_label": r.setup.model, "epsilon": r.setup.epsilon, "metric": "epsilon_lower_bound", "rep": 0,
+             "model_label": r.setup.model, "epsilon": r.setup.epsilon,
+             "metric": "epsilon_lower_bound" if r.setup.canaries is None else "one_run_epsilon_lower_bound", "rep": 0,
              "value": r.epsilon_lower_bound} for r in audit_results(exp, results=results, data_dir=data_dir)]
     return pd.DataFrame(rows, columns=[*POINT, "rep", "value"])
 

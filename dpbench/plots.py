@@ -321,43 +321,93 @@ def metric_over_iterations(traces: pd.DataFrame, metric: str, stem: str | Path, 
     return _finish(fig, axes, width, title, stem)
 
 
-def audit_figure(audits: pd.DataFrame, stem: str | Path, title: str = "") -> list[Path]:
-    """Claimed epsilon (x) against the audited lower bound (y), one marker per algorithm label.
+def _audit_rows(audits: pd.DataFrame) -> pd.DataFrame:
+    """The audits table with the columns every audit row has (older tables: multi-run, final model)."""
+    data = audits.dropna(subset=["claimed_epsilon"]).copy()
+    for column, default in (("method", "multi-run"), ("threat", "final_model")):
+        data[column] = data[column].fillna(default) if column in data else default
+    for column in ("epsilon_estimate", "epsilon_estimate_low", "epsilon_estimate_high"):
+        if column not in data:
+            data[column] = np.nan
+    return data
 
-    The diagonal y = x is drawn: a point above it is a refuted claim (the lower bound holds at the
-    audits' confidence). The dashed grey line is the audit's ceiling (the largest lower bound its
-    number of trials can show). Filled markers: valid claims; open markers: paper-only or none.
+
+def audit_figure(audits: pd.DataFrame, stem: str | Path, title: str = "") -> list[Path]:
+    """Audited against claimed epsilon (left) and audited / claimed (right), one colour and marker per label.
+
+    Left: claimed epsilon (x) against the multi-run rigorous lower bound (filled marker: valid
+    claim; open: paper-only or none), the estimate beside it (a bar: its interval, a dash: the
+    value; GDP or measured mechanism, not a bound) and the one-run bound (a small cross). The
+    diagonal y = x: a bound above it refutes the claim (at the audits' confidence); the dashed
+    grey line is the multi-run ceiling. Right: the same numbers divided by the claimed epsilon:
+    how much of the claim an adversary demonstrates (bound) or appears to have (estimate).
     """
-    data = audits.dropna(subset=["claimed_epsilon"])
+    data = _audit_rows(audits)
     if data.empty:
         return []
     labels = list(dict.fromkeys(data["label"]))
     colours = _colours(labels)
     markers = dict(zip(labels, itertools.cycle("osD^vP*XhH<>p")))  # 13 markers x 10 colours: distinct pairs
-    width = 10.0
-    fig, axes = plt.subplots(1, 1, figsize=(width, 5.2), squeeze=False)
-    ax = axes[0][0]
-    top = float(max(data["claimed_epsilon"].max(), data["ceiling"].max(), data["epsilon_lower_bound"].max())) * 1.1
-    ax.plot([0, top], [0, top], color="0.3", linewidth=1, label="lower bound = claimed ε (above: claim refuted)")
-    ax.axhline(float(data["ceiling"].max()), color="0.6", linestyle="--", linewidth=1,
-               label=f"audit ceiling ({int(data['trials'].max())} trials a side)")
-    dodge = 0.2 / max(len(labels), 1)  # labels side by side within ±0.1 of each claimed epsilon
+    width = 14.0
+    fig, axes = plt.subplots(1, 2, figsize=(width, 5.6), squeeze=False)
+    left, right = axes[0]
+    multi = data[data["method"] == "multi-run"]
+    values = np.concatenate([data["claimed_epsilon"].to_numpy(float), data["epsilon_lower_bound"].to_numpy(float),
+                             multi["epsilon_estimate"].to_numpy(float)])
+    top = float(np.max(values[np.isfinite(values)])) * 1.1
+    top = min(top, 2.5 * float(data["claimed_epsilon"].max()) + 0.5)  # an estimate of a broken claim may be huge
+    left.plot([0, top], [0, top], color="0.3", linewidth=1, label="audited = claimed ε (a bound above: claim refuted)")
+    if not multi.empty:
+        left.axhline(float(multi["ceiling"].max()), color="0.6", linestyle="--", linewidth=1,
+                     label=f"multi-run ceiling ({int(multi['trials'].max())} trials a side)")
+    right.axhline(1.0, color="0.3", linewidth=1)
+    dodge = 0.3 / max(len(labels), 1)  # labels side by side within ±0.15 of each claimed epsilon
     for i, label in enumerate(labels):
         part = data[data["label"] == label].sort_values("claimed_epsilon")
-        valid = part["claim"] == "valid"
-        x = part["claimed_epsilon"] + (i - (len(labels) - 1) / 2) * dodge
-        for mask, face in ((valid, colours[label]), (~valid, "none")):
+        offset = (i - (len(labels) - 1) / 2) * dodge
+        colour, marker = colours[label], markers[label]
+        runs = part[part["method"] == "multi-run"]
+        valid = runs["claim"] == "valid"
+        x = runs["claimed_epsilon"] + offset
+        for mask, face in ((valid, colour), (~valid, "none")):
             if mask.any():
-                ax.plot(x[mask], part.loc[mask, "epsilon_lower_bound"],
-                        linestyle="none", marker=markers[label], markersize=7, color=colours[label],
-                        markerfacecolor=face, label=label if face != "none" or not valid.any() else None)
-    ax.set_xlim(0, top)
-    ax.set_ylim(0, top)
-    ax.set_xlabel("claimed ε")
-    ax.set_ylabel("audited lower bound on ε")
-    ax.grid(True, alpha=0.25)
-    return _finish(fig, axes, width, textwrap.fill(title, 90), stem, note=AUDIT_NOTE)
+                for ax, scale in ((left, 1.0), (right, runs.loc[mask, "claimed_epsilon"])):
+                    ax.plot(x[mask], runs.loc[mask, "epsilon_lower_bound"] / scale, linestyle="none", marker=marker,
+                            markersize=7, color=colour, markerfacecolor=face,
+                            label=label if ax is left and (face != "none" or not valid.any()) else None)
+        est = runs.dropna(subset=["epsilon_estimate"])
+        est = est[np.isfinite(est["epsilon_estimate"])]  # perfect separation: no finite estimate (the bound shows it)
+        if not est.empty:
+            for ax, scale in ((left, 1.0), (right, est["claimed_epsilon"])):
+                value = est["epsilon_estimate"] / scale
+                low = (est["epsilon_estimate"] - est["epsilon_estimate_low"]).clip(lower=0) / scale
+                high = (est["epsilon_estimate_high"] - est["epsilon_estimate"]).clip(lower=0) / scale
+                ax.errorbar(est["claimed_epsilon"] + offset + 0.4 * dodge, value, yerr=[low, high], fmt="_",
+                            markersize=9, color=colour, elinewidth=1, capsize=0, alpha=0.8)
+        one = part[part["method"] == "one-run"]
+        if not one.empty:
+            for ax, scale in ((left, 1.0), (right, one["claimed_epsilon"])):
+                ax.plot(one["claimed_epsilon"] + offset - 0.4 * dodge, one["epsilon_lower_bound"] / scale,
+                        linestyle="none", marker="x", markersize=5, color=colour)
+    for name, style in (("rigorous bound, multi-run (95%; filled: valid claim, open: paper-only/none)",
+                         {"marker": "o", "markerfacecolor": "0.4", "color": "0.4", "linestyle": "none"}),
+                        ("estimate with its interval (GDP or measured mechanism; not a bound)",
+                         {"marker": "_", "markersize": 9, "color": "0.4", "linestyle": "-"}),
+                        ("rigorous bound, one run (95%)", {"marker": "x", "color": "0.4", "linestyle": "none"})):
+        left.plot([], [], label=name, **style)
+    left.set_xlim(0, top)
+    left.set_ylim(0, top)
+    left.set_xlabel("claimed ε")
+    left.set_ylabel("audited ε")
+    right.set_xlim(0, float(data["claimed_epsilon"].max()) * 1.1 + 0.1)
+    right.set_ylim(0, 1.6)
+    right.set_xlabel("claimed ε")
+    right.set_ylabel("audited / claimed ε (above 1: refuted if a bound)")
+    for ax in (left, right):
+        ax.grid(True, alpha=0.25)
+    return _finish(fig, axes, width, textwrap.fill(title, 120), stem, note=AUDIT_NOTE)
 
 
-AUDIT_NOTE = ("filled: the claim is a valid guarantee (the bound must stay below the diagonal) · open: claimed by a "
-              "paper only, or no valid claim for this model")
+AUDIT_NOTE = ("filled: the claim is a valid guarantee (its bounds must stay below the diagonal) · open: claimed by a "
+              "paper only, or no valid claim for this model · threat model and trials per audit: audits.csv "
+              "(threat, method, trials, canaries) · right panel clipped at 1.6")

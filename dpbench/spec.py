@@ -45,10 +45,12 @@ Schema (every key but datasets/models/algorithms/epsilons is optional; with `aud
       dataset: breast_cancer         #   keys above may be left out. Base data of the canary recipe
       rows: 400                      #   (this many training rows), model, trials per side, alpha
       model: logreg                  #   (1 - confidence), delta and epsilons are defaults an entry
-      trials: 500                    #   may override (canary, model, trials, epsilons)
+      trials: 500                    #   may override (canary, model, trials, epsilons, threat, threshold)
       epsilons: [0.5, 1, 2, 4]
+      threat: final_model            #   or all_updates: the adversary sees every noisy step
       algorithms:
         - {name: dpsgd, label: DP-SGD, params: {epochs: 5}, canary: spare_feature}
+        - {name: dpsgd, label: DP-SGD (all updates), canary: gradient_canary, threat: all_updates}
     profiles:                        # named overrides of top-level keys (dicts merge, lists replace)
       ci: {seeds: 2, epsilons: [0.5, 2]}
 
@@ -59,6 +61,7 @@ the YAML path and says what to do (`algorithms[2].params.lr: must be > 0, got -1
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import itertools
 import math
@@ -647,8 +650,27 @@ def _param_axes(info, params: dict, path: str) -> list[list[tuple[str, Any]]]:
     return axes
 
 
-AUDIT_KEYS = ("dataset", "rows", "model", "trials", "alpha", "delta", "epsilons", "canary", "algorithms")
-AUDIT_ENTRY_KEYS = ("name", "plugin", "label", "params", "canary", "model", "trials", "epsilons")
+AUDIT_KEYS = ("dataset", "rows", "model", "trials", "alpha", "delta", "epsilons", "canary", "threat", "threshold",
+              "one_run", "algorithms")
+AUDIT_ENTRY_KEYS = ("name", "plugin", "label", "params", "canary", "model", "trials", "epsilons", "threat", "threshold",
+                    "one_run")
+ONE_RUN_KEYS = ("canaries", "guesses")
+
+
+def _one_run(value: Any, path: str) -> tuple[int, int | None] | None:
+    """`one_run: {canaries: m, guesses: r}` -> (m, r); false or absent -> None (no one-run audit)."""
+    if value is None or value is False:
+        return None
+    if not isinstance(value, dict):
+        raise SpecError(f"{path}: must be a mapping {{canaries: m, guesses: r}} or false, got {value!r}")
+    for key in value:
+        if key not in ONE_RUN_KEYS:
+            raise SpecError(f"{path}.{key}: unknown key; allowed: {', '.join(ONE_RUN_KEYS)}")
+    if "canaries" not in value:
+        raise SpecError(f"{path}.canaries: missing; how many canaries the one training holds, e.g. 1000")
+    canaries = _int(value["canaries"], f"{path}.canaries", minimum=2)
+    guesses = None if value.get("guesses") is None else _int(value["guesses"], f"{path}.guesses", minimum=1)
+    return canaries, guesses
 
 
 def _audits(value: Any, seed: int, base: str = "") -> tuple:
@@ -695,6 +717,10 @@ def _audits(value: Any, seed: int, base: str = "") -> tuple:
             raise SpecError(f"{path}.canary: {exc}") from None
         model = _components([entry.get("model", value.get("model", "logreg"))], f"{path}.model", _model_check)[0]
         trials = _int(entry.get("trials", value.get("trials", 500)), f"{path}.trials", minimum=20)
+        threat = entry.get("threat", value.get("threat", "final_model"))
+        threshold = entry.get("threshold", value.get("threshold"))
+        one = _one_run(entry["one_run"], f"{path}.one_run") if "one_run" in entry else \
+            _one_run(value.get("one_run"), "audits.one_run")
         epsilons = _epsilons(entry.get("epsilons", value.get("epsilons")), required=info.private)
         own_data = not recipe.needs_dataset  # e.g. pidp_constant builds its own rows
         for eps in epsilons if info.private else (None,):
@@ -704,12 +730,16 @@ def _audits(value: Any, seed: int, base: str = "") -> tuple:
                                canary=canary, rows=None if own_data else rows, alpha=float(alpha), seed=seed,
                                label=str(entry.get("label") or name), plugin=plugin, plugin_digest=plugin_digest,
                                dataset_base="" if own_data else dataset.base,
-                               dataset_files=None if own_data else dataset.files_digest)
-            try:
-                check_setup(setup)
-            except DpbenchError as exc:
-                raise SpecError(f"{path}: {exc}") from None
-            out.append(setup)
+                               dataset_files=None if own_data else dataset.files_digest, threat=threat,
+                               threshold=threshold)
+            variants = [setup] if one is None else \
+                [setup, dataclasses.replace(setup, canaries=one[0], guesses=one[1])]  # + the one-run audit
+            for variant in variants:
+                try:
+                    check_setup(variant)
+                except DpbenchError as exc:
+                    raise SpecError(f"{path}: {exc}") from None
+                out.append(variant)
     return tuple(out)
 
 

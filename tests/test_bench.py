@@ -134,3 +134,13 @@ def test_cli_bench_writes_json(tiny_data, tmp_path, monkeypatch):
     assert "per_example_grads" in result.output
     loaded = json.loads(out.read_text())
     assert {"cores", "numpy", "blas"} <= set(loaded["machine"]) and loaded["records"]
+
+
+def test_many_suite(tiny_data):
+    records = bench.many_suite(data=tiny_data, fits=3,
+                               cases=[("dpsgd", {"epochs": 1.0, "batch_size": 8.0}), ("dp_gd", {"epochs": 2})])
+    _check(records, "many", "fits_per_s")
+    assert {(r["algorithm"], r["measure"], r["path"]) for r in records} == {
+        (a, f"3 fits, {m}", p) for a in ("dpsgd", "dp_gd") for m in ("one at a time", "fit_many")
+        for p in ("observed", "unobserved")}
+    assert "fits_per_s" in bench.format_table(records).splitlines()[0]

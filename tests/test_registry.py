@@ -116,7 +116,8 @@ def test_builtin_components_declare_their_parameters_once():
         assert inspect.Parameter.VAR_KEYWORD not in kinds, f"{info.name}: **kwargs would take undeclared values"
         assert all(p.doc.strip() for p in info.params), f"{info.name}: a parameter without a meaning"
     assert models.MODELS["mlp"].options == {"hidden": None, "activation": "tanh", "l2": 1e-4}
-    assert set(canaries.CANARIES) == {"spare_feature", "input_per_example", "pidp_constant", "input_shared_intercept"}
+    assert set(canaries.CANARIES) == {"spare_feature", "gradient_canary", "input_per_example", "pidp_constant",
+                                     "input_shared_intercept"}
     assert set(figures.FIGURES) == {"metric_over_epsilon", "metric_over_n", "metric_over_d", "metric_over_iterations"}
     assert [p.name for p in figures.FIGURES["metric_over_n"].params] == ["reference"]
 

@@ -72,26 +72,53 @@ class AlgorithmInfo(Declared):
     params: tuple[Param, ...] = ()
     convex_only: bool = False  # its privacy proof needs a convex loss
     source: str = BUILT_IN  # or the plugin reference it was loaded from (dpbench.plugins)
+    updates: bool = False  # its fits report every noisy step (`dpbench.algorithms.releases`)
+
+    @property
+    def fit_many(self) -> "FitManyFunction | None":
+        """The vectorised twin of `fit` (`vectorised`), or None: R trainings as one fit."""
+        return VECTORISED.get(self.fit)
 
 
 REGISTRY: Registry[AlgorithmInfo] = Registry("algorithm", builtins="dpbench.algorithms", group="dpbench.algorithms")
 
 
 def algorithm(name: str, *, title: str, citation: str, private: bool, convex_only: bool = False,
-              register: bool = True) -> Callable[[FitFunction], FitFunction]:
+              updates: bool = False, register: bool = True) -> Callable[[FitFunction], FitFunction]:
     """Declare `fit(problem, privacy, rng, *, <annotated hyperparameters>) -> Fit` as algorithm `name`.
 
     The hyperparameters are the fit's keyword-only arguments, each `Annotated[type, Param(...)]`
-    with its default (`dpbench.registry.params_of`). The fit gets `fit.dpbench_component` (its
-    AlgorithmInfo) and is registered unless register=False.
+    with its default (`dpbench.registry.params_of`). updates=True says that the fit reports every
+    noisy step it takes (`dpbench.algorithms.releases.release`), so it can be audited with the
+    adversary that sees all updates. The fit gets `fit.dpbench_component` (its AlgorithmInfo) and
+    is registered unless register=False.
     """
     def declare(fit: FitFunction) -> FitFunction:
         info = AlgorithmInfo(name=name, title=title, citation=citation, private=private, fit=fit,
-                             params=params_of(fit), convex_only=convex_only, source=current_source())
+                             params=params_of(fit), convex_only=convex_only, source=current_source(),
+                             updates=updates)
         fit.dpbench_component = info  # type: ignore[attr-defined]
         if register:
             REGISTRY.register(info)
         return fit
+
+    return declare
+
+
+FitManyFunction = Callable[..., "list[Fit]"]
+#: fit -> its vectorised twin `fit_many(problem, privacy, rngs, **hyper) -> [Fit]` (`vectorised`)
+VECTORISED: dict[FitFunction, FitManyFunction] = {}
+
+
+def vectorised(fit: FitFunction) -> Callable[[FitManyFunction], FitManyFunction]:
+    """Declare `fit_many(problem, privacy, rngs, **hyper) -> list[Fit]` as the vectorised twin of
+    `fit`: R = len(rngs) trainings on one problem at once, the r-th drawing from rngs[r] exactly
+    what `fit(problem, privacy, rngs[r], **hyper)` draws, in the same order, and returning its
+    Fit up to floating-point rounding (its releases carry a leading replica axis). It takes the
+    hyperparameters `fit` declares."""
+    def declare(fit_many: FitManyFunction) -> FitManyFunction:
+        VECTORISED[fit] = fit_many
+        return fit_many
 
     return declare
 

@@ -85,10 +85,12 @@ per_example_grads. Memory: the (B, p) matrix is refused above MAX_U_FLOATS (2 Gi
 
 from __future__ import annotations
 
+import math
 from typing import Annotated
 
 import numpy as np
 
+from dpbench.algorithms import releases
 from dpbench.algorithms.base import MAX_STEPS, Fit, PrivacyTarget, Problem, algorithm, ledger
 from dpbench.algorithms.sgd import project_to_ball
 from dpbench.ledger import Adjacency
@@ -113,6 +115,8 @@ NOMINAL_LR = 0.1  # models without a smoothness bound
 #: many floats (2 GB) a fit is refused with a message instead of exhausting memory (use batch_size)
 MAX_U_FLOATS = 1 << 28
 _EPS_SLACK = 1e-9
+#: standard deviation of sinh(Y), Y ~ N(0, 1): E sinh(Y)^2 = (E cosh(2Y) - 1)/2 = (e^2 - 1)/2 (1.7873)
+ARSINH_NORMAL_STD = math.sqrt(math.expm1(2.0) / 2.0)
 
 PRINTED_DEFECTS = (
     "(1) the printed scale max{(x_(n)-x_(1))/(n-2m), e^(-mt)(b-a)} on unclamped data is not t-smooth "
@@ -129,7 +133,7 @@ PRINTED_DEFECTS = (
            citation="Wang, Xiao, Devadas, Xu, On Differentially Private Stochastic Convex Optimization with "
                     "Heavy-tailed Data, ICML 2020 (paper 004) Algorithms 2-3, Theorems 3-5; Bun & Steinke 2019; "
                     "ALGORITHMS.md §10.2-§10.3",
-           private=True)
+           private=True, updates=True)
 def fit_bun_steinke(
     problem: Problem,
     privacy: PrivacyTarget,
@@ -154,7 +158,25 @@ def fit_bun_steinke(
                                             "none: full batch", minimum=1)] = None,
     trace_every: Annotated[int, Param("record the iterate every this many steps (0: no trace)", minimum=0)] = 0,
 ) -> Fit:
-    """[S4] Algorithm 3 (see the module docstring)."""
+    """[S4] Algorithm 3 (see the module docstring).
+
+    Every step t = 1..T is reported (`releases.release`, kind "noisy_statistic") with the iterate
+    w^{t-1} it was taken at and released = g~, the vector of the p noisy trimmed means (before the
+    regulariser's gradient); weight 1; rate 1 (full batch) or batch_size / n (B distinct rows per
+    step: each record's inclusion probability); clip_norm None (the data are clamped coordinatewise
+    to [a, b] in the corrected variant, not clipped in L2 norm).
+
+    The noise is NOT Gaussian: coordinate j gets (S_j/s) sinh(Y_j), Y_j ~ N(0, 1) (arsinh-normal,
+    Bun-Steinke), heavy tailed, with a finite standard deviation (S_j/s) sqrt((e^2 - 1)/2) =
+    1.787 S_j/s, where the smooth sensitivity S_j is data dependent and differs between
+    coordinates. A Release has one float noise_std and no field for the noise's law, so the release
+    reports noise_std = sqrt(mean_j ((S_j/s) ARSINH_NORMAL_STD)^2), the root mean square over the p
+    coordinates of the per-coordinate standard deviation (the noise's std per coordinate when all S_j
+    agree). In the corrected variant they do, up to a factor e^{m t} ~ 1 + 1e-5: the data are
+    clamped to [a, b], so S_j lies in [e^{-m t}, 1] (b - a)/(n - 2m). In the printed variant S_j is
+    the unclamped range of column j and can differ a lot between coordinates. A consumer treating
+    the step as Gaussian with this std gets the right second moment but not the tails.
+    """
     if privacy.epsilon is None or privacy.delta is None:
         raise ValueError(f"{NAME} is a private algorithm: it needs a target epsilon and delta")
     eps, delta = float(privacy.epsilon), float(privacy.delta)
@@ -187,6 +209,8 @@ def fit_bun_steinke(
     w = np.array(model.init(rng), dtype=float)
     trace: list[dict] = [{"step": 0, "theta": w.copy()}] if trace_every else []
     scale_sum, scale_max = 0.0, 0.0
+    observe = releases.observed()
+    rate = 1.0 if batch_size is None else batch_size / n
     for step in range(1, steps + 1):
         if batch_size is None:
             Xb, yb = X, y
@@ -197,6 +221,9 @@ def fit_bun_steinke(
         g, S = bun_steinke_mean(U, eps_c, a, b, trim, rng, variant=variant)
         scale_sum += float(np.sum(S))
         scale_max = max(scale_max, float(np.max(S)))
+        if observe:  # arsinh-normal noise: its per-coordinate std, RMS over coordinates (see the docstring)
+            releases.release(step, w, g, ARSINH_NORMAL_STD * math.sqrt(float(np.mean((S / s) ** 2))), rate=rate,
+                             kind="noisy_statistic")
         w = project_to_ball(w - lr * (g + model.reg_grad(w)), radius)
         if trace_every and (step % trace_every == 0 or step == steps):
             trace.append({"step": step, "theta": w.copy()})

@@ -99,7 +99,7 @@ def smoother(model: Model, sigma: float) -> Callable[[np.ndarray], np.ndarray]:
 @algorithm("dp_lssgd", title="DP-LSSGD: DP-SGD with Laplacian smoothing of the noisy gradient",
            citation="Wang, Gu, Boedihardjo, Barekat, Osher, DP-LSSGD: A Stochastic Optimization Method to Lift "
                     "the Utility in Privacy-Preserving ERM, arXiv:1906.12056 (2019); paper 000 ref. [39]; ALGORITHMS.md §3",
-           private=True)
+           private=True, updates=True)
 def fit_dp_lssgd(
     problem: Problem,
     privacy: PrivacyTarget,

@@ -20,12 +20,13 @@ projection unless `radius` is set, theta_0 from the model's init.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Callable
 
 import numpy as np
 
 from dpbench.algorithms.base import MAX_EPOCHS, Fit, PrivacyTarget, Problem, algorithm, ledger
-from dpbench.ledger import Adjacency
+from dpbench.ledger import Adjacency, Ledger
 from dpbench.registry import Param
 from dpbench.algorithms.sgd import LR_SCHEDULES, run_sgd, steps_for, training_loss_trace
 from dpbench.privacy import calibrate_dpsgd_noise, dpsgd_epsilon_report, paper_dpsgd_sigma
@@ -63,40 +64,48 @@ def dpsgd_noise_multiplier(
     raise ValueError(f"unknown calibration {calibration!r}; choose one of {', '.join(CALIBRATIONS)}")
 
 
-def fit_noisy_sgd(
-    problem: Problem,
+DPSGD_MECHANISM = "Poisson-subsampled Gaussian composed over T steps (DP-SGD)"
+
+
+@dataclass(frozen=True)
+class NoisySGDPlan:
+    """What DP-SGD's calibration fixes before any step runs: the same for every training of one
+    problem at one setting (`noisy_sgd_plan`; shared by the single fit and its vectorised twin)."""
+
+    batch_size: float  # expected (Poisson) batch size B, at most n
+    rate: float  # sampling rate q = B / n
+    steps: int  # T
+    noise_multiplier: float  # z
+    clip_norm: float  # C
+    ledger: Ledger
+
+    @property
+    def noise_std(self) -> float:
+        """Std z C of the Gaussian on the sum of clipped gradients."""
+        return self.noise_multiplier * self.clip_norm
+
+
+def noisy_sgd_plan(
+    n: int,
     privacy: PrivacyTarget,
-    rng: np.random.Generator,
     *,
     epochs: float,
     batch_size: float,
-    lr: float,
-    lr_schedule: str,
     clip_norm: float,
     calibration: str,
     paper_c: float,
-    radius: float | None,
-    trace_every: int,
-    transform: Callable[[np.ndarray], np.ndarray] | None = None,
-    mechanism: str = "Poisson-subsampled Gaussian composed over T steps (DP-SGD)",
+    mechanism: str = DPSGD_MECHANISM,
     **ledger_details,
-) -> Fit:
-    """DP-SGD's calibration, loop and ledger; `transform` post-processes each noisy gradient.
-
-    Shared by `dpsgd` and the DP-SGD variants whose privacy is DP-SGD's (DP-LSSGD).
-    """
-    n = problem.n
+) -> NoisySGDPlan:
+    """DP-SGD's steps, noise calibration and ledger for n rows (no random draws, no training)."""
     batch_size = min(float(batch_size), float(n))
     q = batch_size / n
     steps = steps_for(epochs, batch_size, n)
     z = dpsgd_noise_multiplier(privacy, sampling_rate=q, steps=steps, calibration=calibration,
                                clip_norm=clip_norm, batch_size=batch_size, n=n, paper_c=paper_c)
-    theta, trace = run_sgd(problem, rng, steps=steps, batch_size=batch_size, lr=lr, lr_schedule=lr_schedule,
-                           clip_norm=clip_norm, noise_std=z * clip_norm, radius=radius, trace_every=trace_every,
-                           on_trace=training_loss_trace(problem), transform=transform)
     spent = dpsgd_epsilon_report(z, q, steps, privacy.delta)
     within = min(spent.values()) <= privacy.epsilon * (1 + 1e-9)
-    return Fit(theta=theta, trace=trace, privacy=ledger(
+    record = ledger(
         private=True,
         mechanism=mechanism,
         claim="valid" if within else "paper-only",
@@ -112,12 +121,44 @@ def fit_noisy_sgd(
         noise_std_mean_gradient=z * clip_norm / batch_size,
         calibration=calibration,
         **ledger_details,
-    ))
+    )
+    return NoisySGDPlan(batch_size=batch_size, rate=q, steps=steps, noise_multiplier=z, clip_norm=clip_norm,
+                        ledger=record)
+
+
+def fit_noisy_sgd(
+    problem: Problem,
+    privacy: PrivacyTarget,
+    rng: np.random.Generator,
+    *,
+    epochs: float,
+    batch_size: float,
+    lr: float,
+    lr_schedule: str,
+    clip_norm: float,
+    calibration: str,
+    paper_c: float,
+    radius: float | None,
+    trace_every: int,
+    transform: Callable[[np.ndarray], np.ndarray] | None = None,
+    mechanism: str = DPSGD_MECHANISM,
+    **ledger_details,
+) -> Fit:
+    """DP-SGD's calibration, loop and ledger; `transform` post-processes each noisy gradient.
+
+    Shared by `dpsgd` and the DP-SGD variants whose privacy is DP-SGD's (DP-LSSGD).
+    """
+    plan = noisy_sgd_plan(problem.n, privacy, epochs=epochs, batch_size=batch_size, clip_norm=clip_norm,
+                          calibration=calibration, paper_c=paper_c, mechanism=mechanism, **ledger_details)
+    theta, trace = run_sgd(problem, rng, steps=plan.steps, batch_size=plan.batch_size, lr=lr,
+                           lr_schedule=lr_schedule, clip_norm=clip_norm, noise_std=plan.noise_std, radius=radius,
+                           trace_every=trace_every, on_trace=training_loss_trace(problem), transform=transform)
+    return Fit(theta=theta, trace=trace, privacy=plan.ledger)
 
 
 @algorithm("dpsgd", title="DP-SGD: per-example clipping, Poisson sampling, Gaussian noise",
            citation="Abadi et al., Deep Learning with Differential Privacy, CCS 2016 (Alg. 1); paper 000 eq. (2)",
-           private=True)
+           private=True, updates=True)
 def fit_dpsgd(
     problem: Problem,
     privacy: PrivacyTarget,

@@ -85,13 +85,15 @@ logreg; tune it); `radius` default none (no projection). The clipped sum comes f
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Annotated, Callable
 
 import numpy as np
 
+from dpbench.algorithms import releases
 from dpbench.algorithms.base import MAX_EPOCHS, MAX_STEPS, Fit, PrivacyTarget, Problem, algorithm, ledger
 from dpbench.algorithms.sgd import project_to_ball, training_loss_trace
-from dpbench.ledger import Adjacency
+from dpbench.ledger import Adjacency, Ledger
 from dpbench.models.base import Model
 from dpbench.models.linear import _GLM
 from dpbench.privacy import dpsgd_epsilon_report, gaussian_composition_sigma, gaussian_epsilon
@@ -186,6 +188,14 @@ def bst14_core(
     i_t ~ Uniform{0..n-1} (with replacement), b_t ~ N(0, noise_std^2 I), eta_t = step_size(t),
     t = 1..steps. Per chunk of steps: indices, then (if noise_std > 0) the (chunk, p) noise block.
     Returns the final iterate and the trace (one dict every `trace_every` steps and at the end).
+
+    Every step is reported (`releases.release`, kind "gradient_sum") as the noisy gradient before
+    the step size, clip(grad l(theta_t; x_{i_t}), C) + b_t: the "batch" is the one sampled example,
+    so released = 1 * (sum of the batch's clipped gradients + N(0, noise_std^2 I)), weight 1,
+    clip_norm C. Sampling one example uniformly *with replacement* is reported as inclusion
+    probability rate = 1/n per step (a given record is the step's example with probability 1/n;
+    the batch always has exactly one example, it is not Poisson). The released vector is only
+    built while somebody observes (`releases.observed()`); it draws nothing.
     """
     model, X, y, n = problem.model, problem.X, problem.y, problem.n
     if isinstance(steps, bool) or int(steps) != steps or steps < 0:
@@ -199,6 +209,8 @@ def bst14_core(
     fast = _is_plain_glm(model)
     l2 = model.l2
     C = float(clip_norm)
+    observe = releases.observed()  # build the released vectors only for a listener
+    rate = 1.0 / n  # with-replacement single-example sampling, reported as inclusion probability 1/n per step
     trace: list[dict] = []
     done = 0
     while done < steps:
@@ -207,8 +219,11 @@ def bst14_core(
         t = np.arange(done + 1, done + k + 1)
         eta = np.asarray(step_size(t), dtype=float)
         noise = None
+        raw = None  # b_t before the step size (kept only for the releases)
         if noise_std > 0.0:
             noise = rng.normal(0.0, noise_std, size=(k, p))
+            if observe:
+                raw = noise.copy()
             noise *= eta[:, None]  # eta_t b_t, the noise actually added to theta
         Xc = np.asarray(X[idx], dtype=np.float64)
         yc = np.asarray(y[idx], dtype=np.float64)
@@ -217,15 +232,21 @@ def bst14_core(
             dphi = model._dphi
         for j in range(k):
             e = float(eta[j])
+            theta_t = theta  # never modified in place below (each step builds a new array)
             if fast:
                 xi = Xc[j]
                 s = float(dphi(np.float64(xi @ theta), yc[j]))
                 norm = abs(s) * row_norms[j]
                 coef = s if norm <= C else s * (C / norm)  # clip factor min(1, C/||g||); 0 gradient -> 1
                 theta = theta * (1.0 - e * l2) - (e * coef) * xi
+                if observe:
+                    g = coef * xi  # the sampled example's clipped data gradient
             else:
                 g, _ = model.clipped_grad_sum(theta, Xc[j:j + 1], yc[j:j + 1], C)
                 theta = theta - e * (g + model.reg_grad(theta))
+            if observe:
+                releases.release(done + j + 1, theta_t, g if raw is None else g + raw[j], noise_std, rate=rate,
+                                 clip_norm=C)
             if noise is not None:
                 theta -= noise[j]
             if r2 is not None:
@@ -243,7 +264,7 @@ def bst14_core(
            title="BST14 noisy SGD: one example per step, Gaussian gradient noise, projection (truncated to T steps)",
            citation="Bassily, Smith, Thakurta, Private ERM: efficient algorithms and tight error bounds, FOCS 2014 "
                     "(Alg. 1); paper 003 ref. [4], Table 1; ALGORITHMS.md §8",
-           private=True)
+           private=True, updates=True)
 def fit_noisy_sgd_bst14(
     problem: Problem,
     privacy: PrivacyTarget,
@@ -347,10 +368,11 @@ def dp_gd_core(
     trace: list[dict] = []
     for t in range(1, steps + 1):
         gsum, _ = model.clipped_grad_sum(theta, X, y, clip_norm)
-        g = gsum / n + model.reg_grad(theta)
+        noisy = gsum / n
         if noise_std > 0.0:
-            g = g + rng.normal(0.0, noise_std, size=p)
-        theta = project_to_ball(theta - lr * g, radius)
+            noisy = noisy + rng.normal(0.0, noise_std, size=p)
+        releases.release(t, theta, noisy, noise_std * n, clip_norm=clip_norm, weight=1.0 / n)
+        theta = project_to_ball(theta - lr * (noisy + model.reg_grad(theta)), radius)
         if trace_every and on_trace is not None and (t % trace_every == 0 or t == steps):
             trace.append({"step": t, **on_trace(t, theta)})
     return theta, trace
@@ -374,7 +396,7 @@ def dp_gd_noise(epsilon: float, delta: float, *, steps: int, clip_norm: float, n
            title="Full-batch DP-GD (Wang, Ye, Xu 2017, without DP-SVRG): clipped mean gradient + Gaussian noise",
            citation="Wang, Ye, Xu, Differentially private ERM revisited: faster and more general, NeurIPS 2017; "
                     "paper 003 ref. [43] (traditional), Table 1; ALGORITHMS.md §9, §12.2",
-           private=True)
+           private=True, updates=True)
 def fit_dp_gd(
     problem: Problem,
     privacy: PrivacyTarget,
@@ -395,17 +417,36 @@ def fit_dp_gd(
                                       minimum=0)] = 0,
 ) -> Fit:
     """Wang-Ye-Xu 2017 full-batch DP-GD (without DP-SVRG); see the module docstring."""
+    plan = dp_gd_plan(problem.model, problem.n, privacy, epochs=epochs, lr=lr, radius=radius, clip_norm=clip_norm,
+                      calibration=calibration, c=c)
+    theta, trace = dp_gd_core(problem, rng, steps=plan.steps, lr=lr, clip_norm=plan.clip_norm,
+                              noise_std=plan.noise_std, radius=radius, trace_every=trace_every,
+                              on_trace=training_loss_trace(problem))
+    return Fit(theta=theta, trace=trace, privacy=plan.ledger)
+
+
+@dataclass(frozen=True)
+class DPGDPlan:
+    """What DP-GD's calibration fixes before any step runs (`dp_gd_plan`; shared by `fit_dp_gd` and
+    its vectorised twin)."""
+
+    steps: int  # T
+    clip_norm: float  # C
+    noise_std: float  # s, the std of the Gaussian on the clipped mean gradient
+    ledger: Ledger
+
+
+def dp_gd_plan(model: Model, n: int, privacy: PrivacyTarget, *, epochs: int, lr: float, radius: float | None,
+               clip_norm: float | None, calibration: str, c: float) -> DPGDPlan:
+    """DP-GD's steps, clipping norm, noise calibration and ledger for n rows (no draws, no training)."""
     eps, delta = _require_target(privacy, "dp_gd")
-    model, n = problem.model, problem.n
     T = int(epochs)
     C, c_source = gradient_bound(model, clip_norm)
     sensitivity = 2.0 * C / n
     s = dp_gd_noise(eps, delta, steps=T, clip_norm=C, n=n, calibration=calibration, c=c)
-    theta, trace = dp_gd_core(problem, rng, steps=T, lr=lr, clip_norm=C, noise_std=s, radius=radius,
-                              trace_every=trace_every, on_trace=training_loss_trace(problem))
     spent = gaussian_epsilon(s, delta, sensitivity, T)
     within = spent <= eps * (1.0 + _EPS_SLACK)
-    return Fit(theta=theta, trace=trace, privacy=ledger(
+    record = ledger(
         private=True,
         mechanism="T adaptively composed Gaussian mechanisms on the clipped full-batch mean gradient "
                   "(Wang-Ye-Xu 2017 DP-GD without DP-SVRG), exact Gaussian-DP composition",
@@ -426,4 +467,5 @@ def fit_dp_gd(
         clip_source=c_source,
         lr=lr,
         radius=radius,
-    ))
+    )
+    return DPGDPlan(steps=T, clip_norm=C, noise_std=s, ledger=record)

@@ -145,7 +145,7 @@ import numpy as np
 from scipy import linalg
 from scipy.special import expit
 
-from dpbench.algorithms import kernels
+from dpbench.algorithms import kernels, releases
 from dpbench.algorithms.base import MAX_EPOCHS, MAX_STEPS, Fit, PrivacyTarget, Problem, algorithm, ledger
 from dpbench.algorithms.dpsgd import CALIBRATIONS, dpsgd_noise_multiplier
 from dpbench.algorithms.sgd import stretch_end, training_loss_trace
@@ -692,9 +692,21 @@ def run_pidp(problem: Problem, rng: np.random.Generator, *, steps: int, rounds: 
 
     `compiled`: None runs lines 11-14 in the compiled loops of `kernels` where they exist
     (`kernels.jit_enabled()`), False forces the numpy `_step_function` (same draws, same result
-    to ~1e-12).
+    to ~1e-12). While somebody observes the releases (`releases.observed()`) the numpy path runs
+    whatever `compiled` says: the compiled loops cannot report steps.
+
+    Every step t = 1..T is reported (`releases.release`, kind "gradient_sum") with the iterate
+    theta_l it was taken at (a copy: theta is updated in place) and the noisy gradient before the
+    step size, clip(grad l(theta_l; z_{i_t}), C) + N(0, sigma^2 I) on a noisy step (noise_std =
+    sigma) and clip(grad l(theta_l; z_{i_t}), C) alone on a noise-free step (noise_std = 0); weight
+    1, clip_norm C, rate 1/n (one index uniformly with replacement per step, reported as
+    inclusion probability 1/n). The clipped gradient is recomputed with `model.clipped_grad_sum`
+    on the one row and the noise is the step's own draw: observing draws nothing and changes
+    nothing. The contributions c_t of lines 7-8 (sigma_c) are not reported: they are not released,
+    only the step's noisy/noise-free decision they drive is (visible in noise_std).
     """
-    use_compiled = kernels.jit_enabled() if compiled is None else compiled
+    observe = releases.observed()
+    use_compiled = not observe and (kernels.jit_enabled() if compiled is None else compiled)
     model, X, y, n = problem.model, problem.X, problem.y, problem.n
     X = np.ascontiguousarray(X, dtype=float)
     y = np.asarray(y, dtype=float)
@@ -742,10 +754,19 @@ def run_pidp(problem: Problem, rng: np.random.Generator, *, steps: int, rounds: 
                     if trace_every and on_trace is not None and (t0 % trace_every == 0 or t0 == steps):
                         trace.append({"step": t0, **on_trace(t0, theta)})
                 continue
+            raw = noise.copy() if observe and noise is not None else None  # standard normals, for the releases
             if noise is not None:
                 noise *= noise_scale
             j = 0
             for i, is_free in zip(rows.tolist(), fr.tolist()):
+                if observe:
+                    theta_t = theta.copy()
+                    g, _ = model.clipped_grad_sum(theta_t, X[i:i + 1], y[i:i + 1], clip_norm)
+                    if is_free:
+                        releases.release(t0 + 1, theta_t, g, 0.0, rate=1.0 / n, clip_norm=clip_norm)
+                    else:
+                        releases.release(t0 + 1, theta_t, g + sigma * raw[j], sigma, rate=1.0 / n,
+                                         clip_norm=clip_norm)
                 if is_free:
                     step(i, None)
                 else:
@@ -796,7 +817,7 @@ def pidp_budget(privacy: PrivacyTarget, *, n: int, steps: int, rounds: int, clip
 @algorithm("pidp_sgd", title="PIDP-SGD: DP-SGD that skips the noise for low-influence samples (claim unsound)",
            citation="Kang, Li, Liu, Wang, Data Heterogeneity Differential Privacy (paper 000, Alg. 1, Thms 4-5); "
                     "ALGORITHMS.md §4",
-           private=True)
+           private=True, updates=True)
 def fit_pidp_sgd(
     problem: Problem,
     privacy: PrivacyTarget,

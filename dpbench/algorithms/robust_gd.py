@@ -94,6 +94,7 @@ from typing import Annotated
 
 import numpy as np
 
+from dpbench.algorithms import releases
 from dpbench.algorithms.base import MAX_STEPS, NON_PRIVATE_LEDGER, Fit, PrivacyTarget, Problem, algorithm, ledger
 from dpbench.algorithms.sgd import project_to_ball
 from dpbench.ledger import Adjacency
@@ -204,11 +205,20 @@ def robust_gd_core(
     theta0 None: model.init(rng). Batches and noise come from two streams spawned from `rng`
     after the init, so the batch sequence does not depend on noise_std.
     Trace (trace_every = k > 0): {"step": 0, "theta"} first, then after every k-th and the last step.
+
+    Every step is reported (`releases.release`) as kind "noisy_statistic": released =
+    robust_mean(U_t, s, beta) + Z_t (before the regulariser's gradient), with noise_std = the std of
+    Z_t actually added (`noise_std`, 0 when skipped), weight 1, rate 1 (full batch) or
+    batch_size / n (a fresh uniform batch of distinct rows: each record's inclusion probability),
+    clip_norm None: the robust mean bounds every per-sample *coordinate* by (2sqrt2/3) s, not a
+    per-example L2 norm, so a record moves the statistic by at most the ledger's `sensitivity`
+    ((4sqrt2/3) s sqrt(p)/m, replace-one) but not by a known function of its gradient.
     """
     model, X, y, n = problem.model, problem.X, problem.y, problem.n
     theta = model.init(rng) if theta0 is None else np.array(theta0, dtype=float)
     batch_rng, noise_rng = rng.spawn(2)
     p = theta.shape[0]
+    rate = 1.0 if batch_size is None else batch_size / n
     block = max(1, BLOCK_ENTRIES // p)  # rows per block: per-example gradients stay in cache
     trace: list[dict] = []
     if trace_every:
@@ -227,6 +237,7 @@ def robust_gd_core(
         g /= m
         if noise_std > 0.0:
             g = g + noise_rng.normal(0.0, noise_std, size=p)
+        releases.release(t, theta, g, noise_std if noise_std > 0.0 else 0.0, rate=rate, kind="noisy_statistic")
         g = g + model.reg_grad(theta)
         theta = project_to_ball(theta - lr * g, radius)
         if trace_every and (t % trace_every == 0 or t == steps):
@@ -245,7 +256,7 @@ def _sampling(plan: RobustGDPlan, n: int) -> dict:
            title="Heavy-tailed DP-SCO: robust (Catoni-Giulini/Holland) gradient mean + Gaussian noise ([S4] Alg. 4)",
            citation="Wang, Xiao, Devadas, Xu, On differentially private stochastic convex optimization with "
                     "heavy-tailed data, ICML 2020 (paper 004), Algorithm 4, Theorems 7-8; ALGORITHMS.md §10.4-§10.5",
-           private=True)
+           private=True, updates=True)
 def fit_ht_robust_gd(
     problem: Problem,
     privacy: PrivacyTarget,

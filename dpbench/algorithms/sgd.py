@@ -26,7 +26,7 @@ from typing import Callable
 
 import numpy as np
 
-from dpbench.algorithms import kernels
+from dpbench.algorithms import kernels, releases
 from dpbench.algorithms.base import Problem
 
 LR_SCHEDULES = ("constant", "inverse_sqrt")
@@ -92,8 +92,11 @@ def poisson_batches(rng: np.random.Generator, n: int, q: float, steps: int) -> t
 def _numpy_steps(problem: Problem, theta: np.ndarray, offsets: np.ndarray | None, rows: np.ndarray | None,
                  noise: np.ndarray | None, noise_std: float, lrs: np.ndarray, clip_norm: float | None,
                  expected_batch: float, radius: float | None,
-                 transform: Callable[[np.ndarray], np.ndarray] | None, t0: int, t1: int) -> np.ndarray:
-    """Steps t0..t1-1 with the model's vectorised methods (the reference path); offsets None: full batch."""
+                 transform: Callable[[np.ndarray], np.ndarray] | None, t0: int, t1: int, *, rate: float = 1.0,
+                 first_step: int = 1) -> np.ndarray:
+    """Steps t0..t1-1 of a chunk with the model's vectorised methods (the reference path); offsets
+    None: full batch. Step t of the chunk is step first_step + t of the run; each reports its noisy
+    sum of clipped gradients (`releases.release`: per-record inclusion `rate`)."""
     model, X, y = problem.model, problem.X, problem.y
     m = theta.shape[0]
     for t in range(t0, t1):
@@ -111,6 +114,8 @@ def _numpy_steps(problem: Problem, theta: np.ndarray, offsets: np.ndarray | None
             gsum = np.zeros(m)
         if noise is not None:
             gsum = gsum + noise_std * noise[t]
+        releases.release(first_step + t, theta, gsum, noise_std if noise is not None else 0.0, rate=rate,
+                         clip_norm=clip_norm)
         g = gsum / expected_batch + model.reg_grad(theta)
         if transform is not None:
             g = transform(g)
@@ -140,8 +145,9 @@ def run_sgd(
     noise_std is the std of the Gaussian added to the *sum* of clipped gradients (z * C for
     DP-SGD). `transform` maps the noisy gradient to the update direction (post-processing,
     e.g. DP-LSSGD's Laplacian smoothing). `compiled`: None uses the compiled loop where it
-    exists (`kernels.jit_enabled()`), False forces the numpy path (same draws, same result to
-    ~1e-12). Returns the final iterate and the trace (one dict per `trace_every` steps).
+    exists (`kernels.jit_enabled()`) unless somebody observes the releases, False forces the numpy
+    path (same draws, same result to ~1e-12). Every step is reported to an observer
+    (`releases.release`). Returns the final iterate and the trace (one dict per `trace_every` steps).
     """
     model, X, y, n = problem.model, problem.X, problem.y, problem.n
     q = min(1.0, batch_size / n)
@@ -151,7 +157,7 @@ def run_sgd(
     steps_per_epoch = max(1.0, n / batch_size)
     loss = kernels.glm_loss_code(model)
     if compiled is None:
-        compiled = kernels.jit_enabled()
+        compiled = kernels.jit_enabled() and not releases.observed()  # the compiled loop reports no steps
     fast = compiled and loss is not None and transform is None and q < 1.0
     if fast:
         X = np.ascontiguousarray(X, dtype=np.float64)
@@ -176,7 +182,7 @@ def run_sgd(
                                       float(model.l2), float(radius or 0.0), a, b)
             else:
                 theta = _numpy_steps(problem, theta, offsets, rows, noise, noise_std, lrs, clip_norm,
-                                     expected_batch, radius, transform, a, b)
+                                     expected_batch, radius, transform, a, b, rate=q, first_step=start + 1)
             a = b
             t = start + b
             if trace_every and (t % trace_every == 0 or t == steps) and on_trace is not None:

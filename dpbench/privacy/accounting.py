@@ -117,6 +117,7 @@ __all__ = [
     "dpsgd_epsilon_report",
     "analytic_gaussian_sigma",
     "gaussian_epsilon",
+    "gdp_epsilon",
     "gaussian_composition_sigma",
     "classical_gaussian_sigma",
     "paper_dpsgd_sigma",
@@ -545,6 +546,15 @@ def _gdp_mu(epsilon: float, delta: float) -> float:
         else:
             hi = mid
     return lo
+
+
+def gdp_epsilon(mu: float, delta: float) -> float:
+    """Smallest epsilon with a mu-GDP mechanism (epsilon, delta)-DP (Dong, Roth, Su 2019, Cor. 2.13):
+    delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2); 0 for mu = 0."""
+    mu = float(mu)
+    if not (mu >= 0.0 and math.isfinite(mu)):
+        raise ValueError(f"mu must be finite and >= 0, got {mu!r}")
+    return 0.0 if mu == 0.0 else _gdp_epsilon(mu, _delta(delta))
 
 
 def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:

@@ -37,6 +37,10 @@ from scipy import stats
 SELECTION_FRACTION = 0.5
 #: at most this many candidate thresholds are scored on the selection half (quantile grid beyond)
 MAX_CANDIDATES = 4096
+#: the rules that choose the test on the selection runs (`audit_scores`)
+THRESHOLD_RULES = ("empirical", "gaussian")
+#: the fraction of each side's runs that fit the two normals of the "gaussian" rule
+GAUSSIAN_SELECTION_FRACTION = 0.1
 
 
 def _check_alpha(alpha: float) -> float:
@@ -208,6 +212,42 @@ def choose_threshold(scores0, scores1, delta: float, alpha: float = 0.05, *,
     return Threshold(threshold=threshold, direction=direction, selection_bound=bound, selection_point=point)
 
 
+def choose_threshold_gaussian(scores0, scores1, n0: int, n1: int, delta: float, alpha: float = 0.05,
+                              grid: int = 4001) -> Threshold:
+    """The test that maximises the *expected* bound on n0, n1 evaluation runs when each side's
+    score is normal with the mean and std of these (selection) scores.
+
+    Expected counts are the normal tail probabilities times n0, n1, and the criterion is
+    `epsilon_lower_bound` of those (fractional) counts, over `grid` thresholds within 8 stds of
+    both means, both directions. The normals only *choose* the test: its error rates are then
+    counted on the evaluation runs (`evaluate_threshold`), so the bound does not depend on the
+    scores being normal; when they are (a white-box statistic of full-batch Gaussian steps,
+    ALGORITHMS.md §11.4), a tenth of the runs fits the normals well enough and nine tenths count,
+    instead of half and half with a threshold chosen among the few runs in a tail.
+    """
+    s0, s1 = _clean(scores0), _clean(scores1)
+    if s0.size < 2 or s1.size < 2:
+        raise ValueError("choose_threshold_gaussian needs at least two scores on each side")
+    m0, m1 = float(np.mean(s0)), float(np.mean(s1))
+    sd0, sd1 = max(float(np.std(s0, ddof=1)), 1e-300), max(float(np.std(s1, ddof=1)), 1e-300)
+    spread = 8.0 * max(sd0, sd1)
+    thresholds = np.linspace(min(m0, m1) - spread, max(m0, m1) + spread, int(grid))
+    best = None
+    for direction in (+1, -1):
+        if direction == 1:
+            fpr, fnr = stats.norm.sf(thresholds, m0, sd0), stats.norm.cdf(thresholds, m1, sd1)
+        else:
+            fpr, fnr = stats.norm.cdf(thresholds, m0, sd0), stats.norm.sf(thresholds, m1, sd1)
+        bounds = np.asarray(epsilon_lower_bound(fpr * n0, n0, fnr * n1, n1, delta, alpha))
+        i = int(np.argmax(bounds))
+        if best is None or bounds[i] > best[0]:
+            best = (float(bounds[i]), float(thresholds[i]), direction)
+    bound, threshold, direction = best
+    fp, fn = _errors(np.sort(s0), np.sort(s1), np.array([threshold]), direction)
+    point = float(point_epsilon(fp[0], s0.size, fn[0], s1.size, delta, pseudo=0.5))
+    return Threshold(threshold=threshold, direction=direction, selection_bound=bound, selection_point=point)
+
+
 @dataclass(frozen=True)
 class Evaluation:
     """Counts of one fixed test on the evaluation runs and the bound they give."""
@@ -270,17 +310,27 @@ class ScoreAudit:
     n_selection: tuple[int, int]
 
 
-def audit_scores(scores0, scores1, delta: float, alpha: float = 0.05, *,
-                 selection_fraction: float = SELECTION_FRACTION,
+def audit_scores(scores0, scores1, delta: float, alpha: float = 0.05, *, rule: str = "empirical",
+                 selection_fraction: float | None = None,
                  max_candidates: int = MAX_CANDIDATES) -> ScoreAudit:
     """Epsilon lower bound from per-run scores on D0 and D1 (in run order): fixed split, choose, count.
 
     The first `selection_fraction` of each side's runs choose the test, the rest estimate its
     error rates; the bound holds with confidence 1 - alpha whatever the scores' distribution.
+    rule "empirical" (default fraction 1/2) takes the threshold with the best bound on the
+    selection runs (`choose_threshold`); "gaussian" (default fraction 1/10) the one with the best
+    expected bound under normals fitted to them (`choose_threshold_gaussian`).
     """
+    if rule not in THRESHOLD_RULES:
+        raise ValueError(f"unknown threshold rule {rule!r}; choose one of {', '.join(THRESHOLD_RULES)}")
+    if selection_fraction is None:
+        selection_fraction = SELECTION_FRACTION if rule == "empirical" else GAUSSIAN_SELECTION_FRACTION
     sel0, ev0 = split_runs(scores0, selection_fraction)
     sel1, ev1 = split_runs(scores1, selection_fraction)
-    chosen = choose_threshold(sel0, sel1, delta, alpha, max_candidates=max_candidates)
+    if rule == "gaussian":
+        chosen = choose_threshold_gaussian(sel0, sel1, ev0.size, ev1.size, delta, alpha)
+    else:
+        chosen = choose_threshold(sel0, sel1, delta, alpha, max_candidates=max_candidates)
     evaluation = evaluate_threshold(ev0, ev1, chosen.threshold, chosen.direction, delta, alpha)
     return ScoreAudit(chosen=chosen, evaluation=evaluation, n_selection=(sel0.size, sel1.size))
 
@@ -303,7 +353,8 @@ def audit_scalar_gaussian(epsilon: float, delta: float, trials: int, rng: np.ran
 
 
 __all__ = [
-    "Evaluation", "MAX_CANDIDATES", "SELECTION_FRACTION", "ScoreAudit", "Threshold", "audit_ceiling",
-    "audit_scalar_gaussian", "audit_scores", "candidate_thresholds", "choose_threshold", "clopper_pearson_upper",
+    "Evaluation", "GAUSSIAN_SELECTION_FRACTION", "MAX_CANDIDATES", "SELECTION_FRACTION", "ScoreAudit",
+    "THRESHOLD_RULES", "Threshold", "audit_ceiling", "audit_scalar_gaussian", "audit_scores",
+    "candidate_thresholds", "choose_threshold", "choose_threshold_gaussian", "clopper_pearson_upper",
     "epsilon_lower_bound", "evaluate_threshold", "point_epsilon", "split_runs",
 ]
