@@ -28,6 +28,12 @@ def _about(kind: str, entry: Any) -> tuple[str, list[str]]:
         tags.append("private" if entry.private else "non-private")
         if entry.convex_only:
             tags.append("proof needs a convex loss")
+        if entry.updates:
+            tags.append("reports every noisy step: threat all_updates")
+        if entry.fit_many is not None:
+            tags.append("vectorised fits")
+    if kind == "canaries" and entry.spare_coordinate:
+        tags.append("spare coordinate: all_updates and one-run audits")
     if getattr(entry, "source", "built-in") != "built-in":
         tags.append(f"plugin {entry.source}")
     return about, tags

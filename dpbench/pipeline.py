@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from dpbench import curves as curves_mod
@@ -168,14 +169,21 @@ def audit_results(exp: Experiment, *, results: str | Path = "results", data_dir:
 
 def audit_points(exp: Experiment, results: str | Path, data_dir: str | None = None) -> pd.DataFrame:
     """The audits' lower bounds as check points (metric epsilon_lower_bound, or
-    one_run_epsilon_lower_bound for a one-run audit; one 'seed'): an audit is a pure function of
-    its setup, so its bound is compared exactly like a curve point."""
+    one_run_epsilon_lower_bound for a one-run audit), and the multi-run audits' finite estimates
+    (epsilon_estimate), one 'seed' each: an audit is a pure function of its setup, so its numbers
+    are compared exactly like curve points."""
     from dpbench.check import POINT
 
-    rows = [{"label": r.setup.label, "dataset_label": r.setup.dataset or r.setup.canary,
-             "model_label": r.setup.model, "epsilon": r.setup.epsilon,
-             "metric": "epsilon_lower_bound" if r.setup.canaries is None else "one_run_epsilon_lower_bound", "rep": 0,
-             "value": r.epsilon_lower_bound} for r in audit_results(exp, results=results, data_dir=data_dir)]
+    rows = []
+    for r in audit_results(exp, results=results, data_dir=data_dir):
+        where = {"label": r.setup.label, "dataset_label": r.setup.dataset or r.setup.canary,
+                 "model_label": r.setup.model, "epsilon": r.setup.epsilon, "rep": 0}
+        one_run = r.setup.canaries is not None
+        rows.append({**where, "metric": "one_run_epsilon_lower_bound" if one_run else "epsilon_lower_bound",
+                     "value": r.epsilon_lower_bound})
+        estimate = None if one_run else r.estimate
+        if estimate is not None and np.isfinite(estimate[1]):  # a moved estimate shows e.g. a noise edit early
+            rows.append({**where, "metric": "epsilon_estimate", "value": float(estimate[1])})
     return pd.DataFrame(rows, columns=[*POINT, "rep", "value"])
 
 

@@ -41,6 +41,29 @@ def test_audits_expand_per_epsilon_and_keep_only_given_params(tmp_path):
     assert pidp.dataset is None and pidp.rows is None and pidp.params == ()  # the recipe's own data and params
 
 
+def test_threat_threshold_and_one_run_keys(tmp_path):
+    text = AUDIT_SPEC.replace("  algorithms:", "  one_run: {canaries: 300}\n  algorithms:").replace(
+        "{name: dpsgd, label: DP-SGD, params: {epochs: 1, batch_size: 32}}",
+        "{name: dpsgd, label: DP-SGD, params: {epochs: 1, batch_size: 32}, threat: all_updates, "
+        "canary: gradient_canary, threshold: empirical}").replace(
+        "{name: nonprivate, label: non-private}", "{name: nonprivate, label: non-private, one_run: false}")
+    exp, _ = _load(text, tmp_path)
+    runs = [(a.label, a.epsilon, a.canaries) for a in exp.audits]
+    assert runs == [("non-private", None, None), ("DP-SGD", 1.0, None), ("DP-SGD", 1.0, 300), ("DP-SGD", 2.0, None),
+                    ("DP-SGD", 2.0, 300), ("PIDP 4.4", 1.0, None), ("PIDP 4.4", 1.0, 300)]
+    dpsgd = exp.audits[1]
+    assert dpsgd.threat == "all_updates" and dpsgd.threshold_rule == "empirical" and dpsgd.guesses is None
+    assert exp.audits[5].threshold_rule == "empirical" and exp.audits[5].threat == "final_model"
+    assert len({a.key for a in exp.audits}) == len(exp.audits)  # a one-run audit is keyed apart from its multi-run one
+    for edit, message in ((("one_run: {canaries: 300}", "one_run: {canaries: 1}"), "audits.one_run.canaries: must be"),
+                          (("one_run: {canaries: 300}", "one_run: {m: 3}"), "audits.one_run.m: unknown key"),
+                          (("threat: all_updates", "threat: all_steps"), "audits.algorithms[1]: threat: must be one"),
+                          (("canary: gradient_canary", "canary: input_shared_intercept"),
+                           "audits.algorithms[1]: canary: the all-updates statistic")):
+        with pytest.raises(SpecError, match=message.replace("[", r"\[").replace("]", r"\]")):
+            _load(text.replace(*edit), tmp_path)
+
+
 @pytest.mark.parametrize("edit, message", [
     (("canary: pidp_constant", "canary: nope"), "audits.algorithms[2].canary: unknown canary recipe 'nope'"),
     (("params: {epochs: 1, batch_size: 32}", "params: {epochs: [1, 2]}"), "audits.algorithms[1].params: an audit"),
@@ -75,7 +98,10 @@ def test_run_writes_the_audit_table_and_figure_and_check_compares_the_bounds(tmp
             "--no-progress"]
     assert CliRunner().invoke(main, [*args, "--update", "--no-envelope"]).exit_code == 0
     reference = pd.read_csv(results / "tinyaudit" / "reference-full.csv")
-    assert set(reference["metric"]) == {"epsilon_lower_bound"} and len(reference) == 4
+    bounds = reference[reference["metric"] == "epsilon_lower_bound"]
+    assert len(bounds) == 4 and set(reference["metric"]) <= {"epsilon_lower_bound", "epsilon_estimate"}
+    estimated = set(reference.loc[reference["metric"] == "epsilon_estimate", "label"])
+    assert "DP-SGD" in estimated and "PIDP 4.4" not in estimated  # perfect separation has no finite estimate
     assert CliRunner().invoke(main, args).exit_code == 0
     reference.loc[reference["label"] == "DP-SGD", "value"] = 3.0  # as if DP-SGD had leaked before
     reference.to_csv(results / "tinyaudit" / "reference-full.csv", index=False)
