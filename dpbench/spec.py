@@ -48,6 +48,7 @@ Schema (every key but datasets/models/algorithms/epsilons is optional; with `aud
       trials: 500                    #   may override (canary, model, trials, epsilons, threat, threshold)
       epsilons: [0.5, 1, 2, 4]
       threat: final_model            #   or all_updates: the adversary sees every noisy step
+      one_run: {canaries: 1000}      #   + a one-run audit per entry and epsilon (entry: one_run: false)
       algorithms:
         - {name: dpsgd, label: DP-SGD, params: {epochs: 5}, canary: spare_feature}
         - {name: dpsgd, label: DP-SGD (all updates), canary: gradient_canary, threat: all_updates}

@@ -55,7 +55,9 @@ def test_chunks_are_chunking_invariant(tmp_path, data_dir):
     context = A.AuditContext(data_dir=str(data_dir))
     whole = A.run_chunk(A.AuditChunk(setup, resolved.game_key, 1, 0, 4, "add/remove-one"), context)
     part = A.run_chunk(A.AuditChunk(setup, resolved.game_key, 1, 2, 2, "add/remove-one"), context)
-    assert part["scores"] == whole["scores"][2:] and whole["n_rows"] == 101
+    # dpsgd's chunks are vectorised fits: the same draws, sums in another order for another R
+    np.testing.assert_allclose(part["scores"], whole["scores"][2:], rtol=1e-10, atol=1e-14)
+    assert whole["n_rows"] == 101
     assert whole["claim"] == "valid" and whole["target_epsilon"] == 1.0
 
 
