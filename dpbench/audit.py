@@ -1,20 +1,31 @@
 """Empirical privacy audits: a distinguishing game that lower-bounds the epsilon of any algorithm.
 
-ALGORITHMS.md §11.1 and §11.3. Two neighbouring training sets D0 and D1 differ in one
+ALGORITHMS.md §11.1, §11.3 and §11.4. Two neighbouring training sets D0 and D1 differ in one
 *canary*, a crafted record chosen to be as distinguishable as possible. The algorithm is
-trained `trials` times on each with fresh randomness, every trained model gets a scalar
-score (e.g. the canary's margin), and a threshold test on the scores is turned into an
-epsilon lower bound with Clopper-Pearson confidence (`dpbench.privacy.audit_bounds`): the
-first half of each side's runs chooses the test, the second half estimates its error rates,
-so the bound holds with the stated confidence (default 95%) whatever the algorithm does. A
-bound above the claimed epsilon refutes the claim; no bound can exceed the ceiling, about
-ln(N/3.69) for N evaluation runs a side.
+trained `trials` times on each with fresh randomness, every training gets a scalar score, and
+a threshold test on the scores is turned into an epsilon lower bound with Clopper-Pearson
+confidence (`dpbench.privacy.audit_bounds`): the first runs of each side choose the test (half
+of them by the best count, rule "empirical"; a tenth by normals fitted to them, rule
+"gaussian"), the others estimate its error rates, so the bound holds with the stated confidence
+(default 95%) whatever the algorithm does. A bound above the claimed epsilon refutes the claim;
+no bound can exceed the ceiling, about ln(N/3.69) for N evaluation runs a side.
+
+The score depends on what the adversary sees (`AuditSetup.threat`): final_model, a function of
+the trained theta (the recipe's score, e.g. the canary's margin); all_updates, the privacy loss
+of every noisy step the fit reports, along the canary's coordinate (`dpbench.audit_whitebox`).
+Beside the bound, `AuditResult` carries two estimates that are not bounds
+(`dpbench.privacy.audit_estimates`): the Gaussian-DP estimate of the two score samples and, for
+all_updates, the epsilon of the per-step mechanism measured from the steps. A setup with
+`canaries` is a one-run audit instead (`dpbench.audit_one_run`).
 
 Neighbours follow the adjacency the algorithm claims (`Ledger.adjacency` of one fit's ledger;
 PIDP-SGD's paper claims replace-one, so its game is replace-one):
   add/remove-one: D0 = base rows, D1 = base + canary;
-  replace-one:    D0 = base rows, D1 = base with its last row replaced by the canary.
-Either way D0 is the base, so the D0 runs go first and their ledger gives the adjacency for D1.
+  replace-one:    D0 = base rows, D1 = base with its last row replaced by the canary; for a
+                  recipe that names the replaced row (gradient_canary: the canary with the
+                  opposite label), D0 = base + that row.
+D0 is the base unless the recipe names a replaced row, so the D0 runs go first and their ledger
+gives the adjacency for D1; otherwise one probe fit on the base rows gives it first.
 
 Canary recipes (`dpbench.canaries.CANARIES`, declared with `@canary(...)`), each building the
 base rows, the canary, the model, the score and recommended algorithm parameters:
@@ -46,12 +57,14 @@ base rows, the canary, the model, the score and recommended algorithm parameters
   like sqrt(T)); more epochs or theorem strongly_convex (10x more noise at l2 = 1e-4) can be
   audited by overriding the parameters.
 
-Each side's trials are run in chunks of CHUNK_TRIALS fits, through `runner.run` into
+Each side's trials are run in chunks of CHUNK_TRIALS fits (VECTORISED_CHUNK_TRIALS, in one call
+of the vectorised twin, for an algorithm that has one: DP-SGD, DP-GD), through `runner.run` into
 ResultStore(<results>/.cache/audits): a rerun (or a run with more trials) reuses every stored
 chunk. Fit randomness comes from SeedSequence(seed_from("audit", game key, side, trial)), so
-results do not depend on the chunking, the order or the number of workers. Fits are not
-batched into vectorised multi-run fits: each chunk calls the registered `fit` once per trial.
-Measured (2 shared cores, --jobs 2, 1000 trials a side = 2000 fits unless noted):
+results do not depend on the chunking, the order or the number of workers (a vectorised chunk
+draws exactly what the single fits draw; its sums differ in the last bits).
+Measured before the vectorised twins (2 shared cores, --jobs 2, 1000 trials a side = 2000 fits
+unless noted; all-updates DP-SGD with 10,000 a side now takes 6.7 s, README):
 
   dpsgd, adult 1000 rows, epochs 1, B 64           2.1 ms/fit    4.8 s
   pidp_sgd, pidp_constant (T = 2000 batch-1 steps)  8.5 ms/fit    8.8 s
@@ -68,7 +81,7 @@ theorem strongly_convex) eps 0.1 -> 0.00, and with epochs 100, theorem pl at eps
 with 1000 base rows the per-example reading at T = 100 is not refuted by this canary (its
 noise-to-sensitivity ratio ~ sqrt(T log(1/delta)) / (eps sqrt(n)) is O(1) there, ALGORITHMS.md §5).
 
-The threshold is chosen on a held-out half (`audit_bounds.audit_scores`); the alternative of a
+The threshold is chosen on held-out runs (`audit_bounds.audit_scores`); the alternative of a
 fixed grid with a Bonferroni correction is not implemented.
 """
 

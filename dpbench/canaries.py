@@ -3,9 +3,15 @@
 A recipe builds a distinguishing game (`Game`): base rows D0, one canary record, the model and the
 score of a trained theta (ALGORITHMS.md §11.1, §11.3). Declared with the `canary(...)` decorator
 on its build function; the recipe also recommends hyperparameters per algorithm and model
-options (the user's override them). The built-ins (details in dpbench.audit's docstring):
+options (the user's override them). A game may name the canary's direction u, a coordinate no
+base row touches (`Game.direction`: what the all-updates statistic and one-run audits need), and
+the row the canary replaces under replace-one (`Game.replaced`). The built-ins (details in
+dpbench.audit's docstring):
 
 * spare_feature (§11.3): rows of a data set plus an all-zero column; canary e_new, +1; score theta_new.
+* gradient_canary (§11.4): spare_feature whose canary, under replace-one, replaces (e_new, -1): the
+  neighbours' gradients on e_new are opposite, twice the add/remove difference; with the
+  recommended clip norm 0.1 both stay at full clip norm. The canary of the all-updates audits.
 * input_per_example (§5 b): spare_feature with input perturbation's per-example noise, one epoch.
 * pidp_constant (§4.4): n copies of x0 = (0.5,0,0,0,0); canary e2; start and score at theta~.
 * input_shared_intercept (§5 a): synthetic 2-D data with an intercept where the shared-noise
