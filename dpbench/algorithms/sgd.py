@@ -145,9 +145,9 @@ def run_sgd(
     noise_std is the std of the Gaussian added to the *sum* of clipped gradients (z * C for
     DP-SGD). `transform` maps the noisy gradient to the update direction (post-processing,
     e.g. DP-LSSGD's Laplacian smoothing). `compiled`: None uses the compiled loop where it
-    exists (`kernels.jit_enabled()`) unless somebody observes the releases, False forces the numpy
-    path (same draws, same result to ~1e-12). Every step is reported to an observer
-    (`releases.release`). Returns the final iterate and the trace (one dict per `trace_every` steps).
+    exists (`kernels.jit_enabled()`), False forces the numpy path (same draws, same result to
+    ~1e-12). Every step is reported to an observer (`releases.release`); while somebody observes,
+    the numpy path runs whatever `compiled` says (the compiled loop cannot report steps). Returns the final iterate and the trace (one dict per `trace_every` steps).
     """
     model, X, y, n = problem.model, problem.X, problem.y, problem.n
     q = min(1.0, batch_size / n)
@@ -157,7 +157,8 @@ def run_sgd(
     steps_per_epoch = max(1.0, n / batch_size)
     loss = kernels.glm_loss_code(model)
     if compiled is None:
-        compiled = kernels.jit_enabled() and not releases.observed()  # the compiled loop reports no steps
+        compiled = kernels.jit_enabled()
+    compiled = compiled and not releases.observed()  # the compiled loop cannot report its steps
     fast = compiled and loss is not None and transform is None and q < 1.0
     if fast:
         X = np.ascontiguousarray(X, dtype=np.float64)
