@@ -209,6 +209,9 @@ def check_setup(setup: AuditSetup) -> ResolvedAudit:
                          f"{', '.join(sorted(n for n, r in CANARIES.items() if r.spare_coordinate))})")
     if setup.canaries is not None:
         _checked(checks.integer, "canaries", setup.canaries, 2)
+        if setup.threat == "all_updates" and not model.linear:
+            raise AuditError(f"model: the all-updates one-run statistic needs a linear model (its canaries' "
+                             f"contributions in closed form), got {setup.model}")
         if setup.guesses is not None:
             _checked(checks.integer, "guesses", setup.guesses, 1)
             if setup.guesses > setup.canaries:

@@ -101,6 +101,8 @@ def test_threat_and_recipe_are_checked():
         A.check_setup(A.AuditSetup.create("input_perturbation", canary="input_shared_intercept", canaries=100))
     with pytest.raises(A.AuditError, match="threat: must be one of"):
         A.check_setup(A.AuditSetup.create("dpsgd", dataset="adult", threat="everything"))
+    with pytest.raises(A.AuditError, match="one-run statistic needs a linear model"):
+        A.check_setup(A.AuditSetup.create("dpsgd", dataset="adult", model="mlp", threat="all_updates", canaries=10))
     with pytest.raises(A.AuditError, match="guesses: at most one per canary"):
         A.check_setup(A.AuditSetup.create("dpsgd", dataset="adult", canaries=10, guesses=11))
 
