@@ -332,6 +332,50 @@ def plot(spec, profile, results, partial) -> None:
     click.echo(f"figures: {', '.join(str(p) for p in out.figures)}")
 
 
+@main.command()
+@click.argument("spec", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--profile", default="full", show_default=True, help="profile of the spec (its results are read)")
+@click.option("--results", default="results", show_default=True, type=click.Path(file_okay=False),
+              help="results root the stored cells / tables are read from and claims.csv, claims.md written to")
+@click.option("--markdown", is_flag=True, help="print claims.md (the README's table) instead of the short table")
+def claims(spec, profile, results, markdown) -> None:
+    """Verdicts of each experiment's `claims:` block: reproduced, contradicted or inconclusive.
+
+    Every claim (a paper's or the README's sentence about a figure) is tested with paired
+    statistics over seeds on what is stored: the cells, or, where they are absent, the committed
+    runs.csv.gz and audits.csv (dpbench/claims.py: effect with a 95% CI, one-sided p-values, Holm
+    across the claims of one experiment, the seeds an inconclusive claim would need). Trains
+    nothing; writes claims.csv and claims.md next to the experiment's curves.
+    """
+    import pandas as pd
+
+    from dpbench import pipeline
+
+    for path in spec:
+        exp = _load_spec(path, profile)
+        if not exp.claims:
+            click.echo(f"{exp.name} [{exp.profile}]: no claims")
+            continue
+        verdicts = pipeline.claim_verdicts(exp, results)
+        written = pipeline.write_claims(exp, verdicts, results)
+        counts = pd.Series([v.verdict for v in verdicts]).value_counts().to_dict()
+        click.echo(f"== {exp.name} [{exp.profile}]: {len(verdicts)} claims: "
+                   + ", ".join(f"{counts.get(k, 0)} {k}" for k in ("reproduced", "contradicted", "inconclusive",
+                                                                    "no data")))
+        if markdown:
+            from dpbench import claims as claims_mod
+
+            click.echo(claims_mod.markdown(verdicts))
+        else:
+            from dpbench import claims as claims_mod
+
+            shown = claims_mod.table(verdicts)[["id", "verdict", "effect", "ci_low", "ci_high", "p_holm",
+                                                "p_contra_holm", "seeds", "seeds_needed", "where"]]
+            with pd.option_context("display.width", 200, "display.max_colwidth", 40, "display.max_rows", 500):
+                click.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+        click.echo(f"written: {', '.join(str(p) for p in written)}")
+
+
 @main.command(name="list")
 @click.argument("what", required=False, type=click.Choice(CATALOG_KINDS))
 @click.option("--plugin", "plugins_", multiple=True, metavar="REF",

@@ -198,15 +198,23 @@ def collect(exp: Experiment, results: str | Path) -> tuple[pd.DataFrame, pd.Data
 
 
 def seed_points(exp: Experiment, results: str | Path, data_dir: str | None = None) -> pd.DataFrame:
-    """Per-seed values of every curve point (what `check` compares with the reference)."""
+    """Per-seed values of every curve point (what `check` compares with the reference), the
+    audits' bounds and estimates, and the claims' verdicts (metric "claim:<id>")."""
     from dpbench.check import seed_points as points
 
     _, selected, _ = _runs_and_selection(exp, results)
-    curve_points = points(selected)
-    if not exp.audits:
-        return curve_points
-    return pd.concat([p for p in (curve_points, audit_points(exp, results, data_dir)) if not p.empty],
-                     ignore_index=True)
+    parts = [points(selected)]
+    if exp.audits:
+        parts.append(audit_points(exp, results, data_dir))
+    if exp.claims:  # a verdict that changes fails the check like a moved point
+        from dpbench import claims as claims_mod
+
+        audits = pd.DataFrame([r.row() for r in audit_results(exp, results=results, data_dir=data_dir)]) \
+            if exp.audits else None
+        verdicts = claims_mod.evaluate(exp.claims, claims_mod.per_seed_points(selected), audits)
+        parts.append(claims_mod.check_points(verdicts))
+    parts = [p for p in parts if not p.empty]
+    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0] if parts else points(selected)
 
 
 def _runs_and_selection(exp: Experiment, results: str | Path,
@@ -449,3 +457,59 @@ def manifest(exp: Experiment, runs: pd.DataFrame, summary: runner.RunSummary | N
                                                    "seconds": round(summary.seconds, 2)},
         "data": data_files,
     }
+
+
+# =============================================================================================
+# claims (dpbench.claims): verdicts of the experiment's `claims:` block
+# =============================================================================================
+def _selected_for_claims(exp: Experiment, results: str | Path) -> dict[str, pd.DataFrame]:
+    """The selected runs per metric: from the stored cells, or, in a checkout without them, from
+    the committed runs table (results/<exp>/runs.csv.gz, what a fresh clone has)."""
+    records = inventory(exp, results).records
+    if records:
+        return _runs_and_selection(exp, results, records)[1]
+    path = output_folder(exp, results) / RUNS_FILE
+    if not path.is_file():
+        return {}
+    try:
+        from dpbench.stored_tables import load_runs
+    except ImportError:  # pragma: no cover - the module ships with the package
+        load_runs = None
+    runs = load_runs(exp, results) if load_runs is not None else pd.read_csv(path)
+    return curves_mod.selected_by_metric(runs, exp.metrics, exp.selection)
+
+
+def _audits_for_claims(exp: Experiment, results: str | Path) -> pd.DataFrame | None:
+    """The audits table: from the stored audit chunks, else the committed audits.csv."""
+    if not exp.audits:
+        return None
+    found, _ = _stored_audits(exp, results)
+    if found:
+        return pd.DataFrame([r.row() for r in found])
+    path = output_folder(exp, results) / "audits.csv"
+    return pd.read_csv(path) if path.is_file() else None
+
+
+def claim_verdicts(exp: Experiment, results: str | Path = "results") -> list:
+    """dpbench.claims.Verdict of every claim of the experiment, from what is stored (nothing is trained)."""
+    from dpbench import claims as claims_mod
+
+    if not exp.claims:
+        return []
+    points = claims_mod.per_seed_points(_selected_for_claims(exp, results))
+    return claims_mod.evaluate(exp.claims, points, _audits_for_claims(exp, results))
+
+
+def write_claims(exp: Experiment, verdicts: list, results: str | Path = "results") -> list[Path]:
+    """claims.csv and claims.md into the experiment's output folder (left alone when unchanged)."""
+    from dpbench import claims as claims_mod
+
+    if not verdicts:
+        return []
+    folder = output_folder(exp, results)
+    folder.mkdir(parents=True, exist_ok=True)
+    table = claims_mod.table(verdicts)
+    atomic_write_bytes_via(folder / "claims.csv", lambda tmp: table.to_csv(tmp, index=False, float_format="%.6g"))
+    text = f"# Claims of {exp.name} ({exp.paper or exp.description})\n\n" + claims_mod.markdown(verdicts)
+    atomic_write_bytes_via(folder / "claims.md", lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    return [folder / "claims.csv", folder / "claims.md"]

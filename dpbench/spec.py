@@ -81,7 +81,7 @@ from dpbench.metrics import METRICS, SELECTION_METRICS
 from dpbench.registry import resolve_paths
 
 TOP_KEYS = ("name", "description", "paper", "seed", "seeds", "datasets", "models", "algorithms", "epsilons",
-            "delta", "metrics", "selection", "figures", "optimum", "audits", "profiles")
+            "delta", "metrics", "selection", "figures", "optimum", "audits", "claims", "profiles")
 OPTIMUM_DEFAULTS = {"maxiter": 500, "restarts": 2}
 SWEEP_KEYS = ("n", "d")  # dataset options a `sweep:` may vary
 DEFAULT_PROFILE = "full"
@@ -161,6 +161,7 @@ class Experiment:
     source: str
     resolved: dict  # the spec after the profile was applied (hashed into the manifest)
     audits: tuple = ()  # dpbench.audit.AuditSetup per (audited algorithm, epsilon)
+    claims: tuple = ()  # dpbench.claims.Claim per claim of the `claims:` block
 
     @property
     def spec_hash(self) -> str:
@@ -410,12 +411,20 @@ def from_dict(raw: Any, *, name: str = "experiment", profile: str = DEFAULT_PROF
         name=exp_name, description=_string(spec, "description"), paper=_string(spec, "paper"), profile=profile,
         seed=seed, seeds=seeds, datasets=datasets, models=models, algorithms=algorithms, epsilons=epsilons,
         delta=delta, metrics=metrics, selection=selection, figures=figures, optimum=_optimum(spec.get("optimum")),
-        source=source, audits=audits,
+        source=source, audits=audits, claims=_claims(spec.get("claims")),
         resolved={k: v for k, v in spec.items() if k != "profiles"},
     )
 
 
 # ---- pieces ----------------------------------------------------------------------------------
+def _claims(value: Any) -> tuple:
+    """`claims:` -> dpbench.claims.Claim per entry (the relations are checked against the curves
+    when they are evaluated: `dpbench claims`)."""
+    from dpbench.claims import parse_claims
+
+    return parse_claims(value)
+
+
 def _string(spec: dict, key: str, default: str = "") -> str:
     value = spec.get(key, default)
     if value is None:
