@@ -6,7 +6,9 @@ Schema (every key but datasets/models/algorithms/epsilons is optional; with `aud
     description: ...
     paper: ...                       # what the experiment reproduces
     seed: 0                          # experiment seed (all randomness derives from it)
-    seeds: 3                         # repetitions: a count (0..N-1) or a list of ints
+    seeds: 3                         # repetitions: a count (0..N-1) or a list of ints, or per dataset
+                                     #   {default: 5, Iris: 50, breast_cancer: 20} (keys: dataset labels,
+                                     #   sweep panels or names; seed r is the same cells whatever the count)
     datasets:                        # a name, or {name, options, label}
       - breast_cancer
       - {name: adult, options: {n: 10000}, label: adult-10k}
@@ -53,7 +55,8 @@ Schema (every key but datasets/models/algorithms/epsilons is optional; with `aud
         - {name: dpsgd, label: DP-SGD, params: {epochs: 5}, canary: spare_feature}
         - {name: dpsgd, label: DP-SGD (all updates), canary: gradient_canary, threat: all_updates}
     profiles:                        # named overrides of top-level keys (dicts merge, lists replace)
-      ci: {seeds: 2, epsilons: [0.5, 2]}
+      ci: {seeds: 2, epsilons: [0.5, 2]}   # `seeds: 2` sets every dataset's count; a seeds mapping
+                                     #   merges with the base's (an int or list there is its default)
 
 YAML is read with the `yaml.safe_load` loader only, with a key repeated in one mapping refused. Every validation error is one line that starts with
 the YAML path and says what to do (`algorithms[2].params.lr: must be > 0, got -1`).
@@ -148,7 +151,7 @@ class Experiment:
     paper: str
     profile: str
     seed: int
-    seeds: tuple[int, ...]
+    seeds: tuple[int, ...]  # the repetitions of every dataset without its own entry in `dataset_seeds`
     datasets: tuple[Component, ...]
     models: tuple[Component, ...]
     algorithms: tuple[AlgorithmSpec, ...]
@@ -162,10 +165,33 @@ class Experiment:
     resolved: dict  # the spec after the profile was applied (hashed into the manifest)
     audits: tuple = ()  # dpbench.audit.AuditSetup per (audited algorithm, epsilon)
     claims: tuple = ()  # dpbench.claims.Claim per claim of the `claims:` block
+    # (dataset label, its repetitions) for each dataset whose seeds differ from `seeds` (a `seeds:`
+    # mapping); use `reps_for` / `seeds_for`
+    dataset_seeds: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     @property
     def spec_hash(self) -> str:
         return digest(self.resolved)
+
+    def reps_for(self, dataset: Component | str) -> tuple[int, ...]:
+        """The repetitions (cell `rep` values) of a dataset entry, or of a dataset label."""
+        label = dataset.label if isinstance(dataset, Component) else dataset
+        return dict(self.dataset_seeds).get(label, self.seeds)
+
+    def seeds_for(self, dataset: Component | str) -> int:
+        """The number of seeds of a dataset entry, or of a dataset label."""
+        return len(self.reps_for(dataset))
+
+    def seeds_summary(self) -> str:
+        """The seeds in one line: `5`, or per dataset `{default: 5, Breast Cancer: 50, Iris: 50}`
+        (lists of seed values where the spec gave lists)."""
+        def one(reps: tuple[int, ...]) -> str:
+            return str(len(reps)) if reps == tuple(range(len(reps))) else "[" + ", ".join(map(str, reps)) + "]"
+
+        if not self.dataset_seeds:
+            return one(self.seeds)
+        return "{" + ", ".join([f"default: {one(self.seeds)}"] +
+                               [f"{label}: {one(reps)}" for label, reps in self.dataset_seeds]) + "}"
 
     def budgets(self, algo: AlgorithmSpec) -> tuple[float, ...]:
         """The epsilons a private algorithm entry runs at: its own `epsilons`, else the experiment's."""
@@ -179,7 +205,7 @@ class Experiment:
             if ds.label in skip_datasets or not algo.applies_to(ds, model):
                 continue
             if algo.tuning is None:
-                total += len(algo.grid) * (len(self.budgets(algo)) if algo.private else 1) * len(self.seeds)
+                total += len(algo.grid) * (len(self.budgets(algo)) if algo.private else 1) * self.seeds_for(ds)
             else:
                 total += sum(len(self.search_runs(algo, ds, model, eps)) for eps in self.budgets(algo))
         return total
@@ -189,14 +215,16 @@ class Experiment:
         """The runs of private selection for one (algorithm, dataset, model, epsilon) as (rep, draw,
         grid index): draw j = 1..K of each seed's random search (`tuning_draws`), then an accounting
         run (draw 0, first seed) of every combination no search drew, so that the selection's
-        guarantee can cover the whole grid."""
-        runs = [(rep, j, i) for rep in self.seeds
+        guarantee can cover the whole grid. Seeds are the dataset's (`reps_for`)."""
+        reps = self.reps_for(ds)
+        runs = [(rep, j, i) for rep in reps
                 for j, i in enumerate(tuning_draws(algo, ds, model, eps, self.seed, rep), 1)]
         drawn = {i for _, _, i in runs}
-        return runs + [(self.seeds[0], 0, i) for i in range(len(algo.grid)) if i not in drawn]
+        return runs + [(reps[0], 0, i) for i in range(len(algo.grid)) if i not in drawn]
 
     def cells(self, skip_datasets: frozenset[str] = frozenset()) -> list[Cell]:
-        """The grid: algorithms x hyperparameter combinations x datasets x models x epsilons x seeds.
+        """The grid: algorithms x hyperparameter combinations x datasets x models x epsilons x seeds
+        (the dataset's: `reps_for`).
 
         An algorithm with `tuning` (private selection) has the runs of its random searches instead
         (`search_runs`). `skip_datasets`: labels of optional datasets whose files are absent
@@ -216,7 +244,7 @@ class Experiment:
                             dataset_base=ds.base, dataset_files=ds.files_digest)
 
             if algo.tuning is None:
-                out.extend(cell(params, eps, rep) for rep in self.seeds for params in algo.grid
+                out.extend(cell(params, eps, rep) for rep in self.reps_for(ds) for params in algo.grid
                            for eps in (self.budgets(algo) if algo.private else (None,)))
             else:
                 out.extend(cell(algo.grid[i], eps, rep, draw=j) for eps in self.budgets(algo)
@@ -364,7 +392,10 @@ def apply_profile(raw: dict, profile: str) -> dict:
         if key not in TOP_KEYS or key == "profiles":
             raise SpecError(f"profiles.{profile}.{key}: not an overridable key; use one of "
                             f"{', '.join(k for k in TOP_KEYS if k != 'profiles')}")
-    return _merge(raw, overrides)
+    if isinstance(overrides.get("seeds"), dict) and not isinstance(raw.get("seeds"), dict):
+        # a per-dataset seeds mapping merges with the base's seeds: a count or list there is its default
+        raw = {**raw, "seeds": {"default": raw.get("seeds", 1)}}
+    return _merge(raw, overrides)  # an int or list `seeds` replaces a base mapping: every dataset gets it
 
 
 def _merge(base: Any, over: Any) -> Any:
@@ -405,13 +436,13 @@ def from_dict(raw: Any, *, name: str = "experiment", profile: str = DEFAULT_PROF
     if grid:
         _check_producible(spec.get("metrics"), metrics, figures, datasets, models, algorithms)
     seed = _int(spec.get("seed", 0), "seed", minimum=0)
-    seeds = _seeds(spec.get("seeds", 1))
+    seeds, dataset_seeds = _seed_plan(spec.get("seeds", 1), datasets)
     audits = _audits(spec.get("audits"), seed, base)
     return Experiment(
         name=exp_name, description=_string(spec, "description"), paper=_string(spec, "paper"), profile=profile,
         seed=seed, seeds=seeds, datasets=datasets, models=models, algorithms=algorithms, epsilons=epsilons,
         delta=delta, metrics=metrics, selection=selection, figures=figures, optimum=_optimum(spec.get("optimum")),
-        source=source, audits=audits, claims=_claims(spec.get("claims")),
+        source=source, audits=audits, claims=_claims(spec.get("claims")), dataset_seeds=dataset_seeds,
         resolved={k: v for k, v in spec.items() if k != "profiles"},
     )
 
@@ -442,15 +473,53 @@ def _int(value: Any, path: str, minimum: int | None = None) -> int:
     return value
 
 
-def _seeds(value: Any) -> tuple[int, ...]:
+def _seeds(value: Any, path: str = "seeds") -> tuple[int, ...]:
+    """A count N (repetitions 0..N-1) or a list of distinct seeds >= 0."""
     if isinstance(value, list):
         if not value:
-            raise SpecError("seeds: the list is empty; give a count such as 3 or a list of integers")
-        seeds = tuple(_int(v, f"seeds[{i}]", minimum=0) for i, v in enumerate(value))
+            raise SpecError(f"{path}: the list is empty; give a count such as 3 or a list of integers")
+        seeds = tuple(_int(v, f"{path}[{i}]", minimum=0) for i, v in enumerate(value))
         if len(set(seeds)) != len(seeds):
-            raise SpecError("seeds: repeated values; each repetition needs its own seed")
+            raise SpecError(f"{path}: repeated values; each repetition needs its own seed")
         return seeds
-    return tuple(range(_int(value, "seeds", minimum=1)))
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        also = " (or a list of integers, or a mapping such as {default: 5, Iris: 50})" if path == "seeds" else ""
+        raise SpecError(f"{path}: must be an integer >= 1{also}, got {value!r}")
+    return tuple(range(value))
+
+
+def _seed_plan(value: Any, datasets: tuple[Component, ...]
+               ) -> tuple[tuple[int, ...], tuple[tuple[str, tuple[int, ...]], ...]]:
+    """`seeds:` -> (default repetitions, (dataset label, repetitions) where they differ).
+
+    A mapping names datasets by label, by sweep panel (every entry of a `sweep:`) or by dataset
+    name, the most specific first (label, then panel, then name); `default` covers the others.
+    The entries of one sweep keep one count: their points are paired by seed along n or d.
+    """
+    if not isinstance(value, dict):
+        return _seeds(value), ()
+    if "default" not in value:
+        raise SpecError("seeds: a mapping needs 'default' (the seeds of every dataset it does not name), "
+                        "e.g. {default: 5, Iris: 50}")
+    panels = list(dict.fromkeys(c.panel or c.label for c in datasets))
+    known = set(panels) | {c.label for c in datasets} | {c.name for c in datasets}
+    names = [n for n in dict.fromkeys(c.name for c in datasets) if n not in panels]
+    choices = ", ".join(panels) + (f"; names: {', '.join(names)}" if names else "") if datasets else "none"
+    parsed: dict[Any, tuple[int, ...]] = {}
+    for key, count in value.items():
+        if key != "default" and key not in known:
+            raise SpecError(f"seeds: unknown dataset {key!r} (datasets: {choices})")
+        parsed[key] = _seeds(count, f"seeds.{key}")
+    default = parsed["default"]
+    reps = {c.label: next((parsed[k] for k in (c.label, c.panel, c.name) if k in parsed), default)
+            for c in datasets}
+    for c in datasets:
+        if c.panel and c.panel != c.label and reps[c.label] != reps[next(
+                d.label for d in datasets if d.panel == c.panel)]:
+            key = next(d.label for d in datasets if d.panel == c.panel and d.label in parsed)
+            raise SpecError(f"seeds.{key}: the entries of the sweep {c.panel!r} need the same seeds (their points "
+                            f"are paired by seed); give the count to {c.panel!r}")
+    return default, tuple((label, r) for label, r in reps.items() if r != default)
 
 
 def _entry(item: Any, path: str, allowed: tuple[str, ...]) -> dict:
