@@ -195,14 +195,30 @@ def run(specs, profile, jobs, backend, scheduler, data_dir, no_progress, allow_l
                                        scheduler=scheduler, force=force, progress=not no_progress)
     for exp in exps:  # failed cells are listed below and exit 1; what is stored is drawn, marked partial
         out = pipeline.render(exp, results=results, summary=summary, partial=bool(summary.failed))
-        click.echo(f"== {exp.name} [{exp.profile}]")
+        click.echo(f"== {exp.name} [{exp.profile}] (seeds: {exp.seeds_summary()})")
         _report(exp, out)
         tables = [name for name in ("runs.csv.gz", "curves.csv", "audits.csv") if (out.folder / name).is_file()]
         click.echo(f"results: {out.folder}/ ({', '.join(tables + ['manifest.json'])}, "
                    f"{', '.join(p.name for p in out.figures if p.suffix == '.png') or 'no figures'})")
+        _claims_line(exp, results)
     click.echo(f"cells: {summary.total} total, {summary.ran} run, {summary.reused} reused, "
                f"{len(summary.failed)} failed; wall time {time.perf_counter() - started:.1f} s")
     _exit_on_failures(summary)
+
+
+def _claims_line(exp, results: str) -> None:
+    """Evaluate the experiment's claims on what is stored, write claims.csv / claims.md, one line."""
+    if not exp.claims:
+        return
+    from dpbench import pipeline
+
+    verdicts = pipeline.claim_verdicts(exp, results)
+    pipeline.write_claims(exp, verdicts, results)
+    counts = {}
+    for v in verdicts:
+        counts[v.verdict] = counts.get(v.verdict, 0) + 1
+    click.echo(f"claims: {len(verdicts)} (" + ", ".join(f"{counts.get(k, 0)} {k}" for k in
+               ("reproduced", "contradicted", "inconclusive", "no data")) + "; claims.csv, claims.md)")
 
 
 def _exit_on_failures(summary) -> None:
