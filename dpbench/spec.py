@@ -54,6 +54,9 @@ Schema (every key but datasets/models/algorithms/epsilons is optional; with `aud
       algorithms:
         - {name: dpsgd, label: DP-SGD, params: {epochs: 5}, canary: spare_feature}
         - {name: dpsgd, label: DP-SGD (all updates), canary: gradient_canary, threat: all_updates}
+    claims:                          # paper claims as tested relations (dpbench.claims; `dpbench claims`)
+      - {id: acc-above, source: "paper, §7", quote: "...", kind: comparison, metric: accuracy,
+         a: PIDP-SGD, b: DP-SGD, relation: greater, epsilons: [0.1, 3], per: point}
     profiles:                        # named overrides of top-level keys (dicts merge, lists replace)
       ci: {seeds: 2, epsilons: [0.5, 2]}   # `seeds: 2` sets every dataset's count; a seeds mapping
                                      #   merges with the base's (an int or list there is its default)
