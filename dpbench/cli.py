@@ -194,7 +194,7 @@ def run(specs, profile, jobs, backend, scheduler, data_dir, no_progress, allow_l
     summary = pipeline.run_experiments(exps, results=results, data_dir=data_dir, jobs=jobs, backend=backend,
                                        scheduler=scheduler, force=force, progress=not no_progress)
     for exp in exps:  # failed cells are listed below and exit 1; what is stored is drawn, marked partial
-        out = pipeline.render(exp, results=results, summary=summary, partial=bool(summary.failed))
+        out = pipeline.render(exp, results=results, summary=summary, partial=bool(summary.failed), data_dir=data_dir)
         click.echo(f"== {exp.name} [{exp.profile}] (seeds: {exp.seeds_summary()})")
         _report(exp, out)
         tables = [name for name in ("runs.csv.gz", "curves.csv", "audits.csv") if (out.folder / name).is_file()]
@@ -332,18 +332,27 @@ def _report(exp, out) -> None:
 @click.option("--partial", is_flag=True,
               help="draw what is stored even if cells or audits are missing (figures, curves.csv and the "
                    "manifest then say 'partial: k of n cells')")
-def plot(spec, profile, results, partial) -> None:
+@click.option("--from-runs", "from_runs", is_flag=True,
+              help="redraw from the committed runs table (results/<exp>/runs.csv.gz, and trace_curves.csv.gz for "
+                   "figures over iterations) instead of the per-cell store: rewrites curves.csv and the figures, "
+                   "leaves runs.csv.gz, trace_curves.csv.gz and manifest.json alone; audits are not redrawn")
+@click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False),
+              help="data folder a figure's `baseline: majority` reads the test labels from (default: "
+                   "$DPBENCH_DATA, else ./data)")
+def plot(spec, profile, results, partial, from_runs, data_dir) -> None:
     """Re-aggregate stored cells and audits and redraw the figures; trains nothing.
 
     If any cell of the grid has no usable stored result (not run, failed, damaged) or an audit is
     not fully stored, nothing is written and the missing cells are listed (exit 2), unless
-    --partial.
+    --partial. With --from-runs the committed tables stand in for the cells (a fresh clone has
+    no cells/ folder); a spec cell without a row in runs.csv.gz counts as missing.
     """
     from dpbench import pipeline
 
     exp = _load_spec(spec, profile)
     _writable_folder(results)
-    out = pipeline.render(exp, results=results, partial=partial)  # raises, writing nothing, on a partial grid
+    # raises, writing nothing, on a partial grid (or, --from-runs, a runs table that is absent or short)
+    out = pipeline.render(exp, results=results, partial=partial, from_runs=from_runs, data_dir=data_dir)
     _report(exp, out)
     click.echo(f"figures: {', '.join(str(p) for p in out.figures)}")
 

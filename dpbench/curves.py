@@ -18,6 +18,8 @@ model's estimated L* never makes a gap negative, ALGORITHMS.md §0.2 rule 3).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -220,8 +222,36 @@ def select(runs: pd.DataFrame, selection: str = "val_accuracy") -> pd.DataFrame:
     return pd.concat(kept, ignore_index=True)
 
 
+#: confidence level of the curves' intervals (`ci_low`, `ci_high`): figures draw them as bands and
+#: statistical claims (dpbench.claims) use intervals of the same kind
+CI_LEVEL = 0.95
+
+
+def mean_ci(mean, std, count, level: float = CI_LEVEL) -> tuple[np.ndarray, np.ndarray]:
+    """Student-t confidence interval of a mean over seeds: mean -/+ t_{(1+level)/2, n-1} std / sqrt(n).
+
+    `std` is the sample standard deviation (ddof = 1) of the `count` = n values. NaN where n < 2
+    (one seed gives no interval). Arrays or scalars; returns (low, high) as float arrays.
+    """
+    from scipy import stats
+
+    mean, std = np.asarray(mean, dtype=float), np.asarray(std, dtype=float)
+    n = np.asarray(count, dtype=float)
+    enough = n >= 2
+    q = np.where(enough, stats.t.ppf(0.5 + level / 2, np.where(enough, n - 1, 1.0)), np.nan)
+    half = q * std / np.sqrt(np.where(enough, n, 1.0))
+    return mean - half, mean + half
+
+
+def with_ci(table: pd.DataFrame) -> pd.DataFrame:
+    """`table` (columns mean, std, count) with `ci_low`, `ci_high` (`mean_ci`) replaced or appended."""
+    low, high = mean_ci(table["mean"], table["std"], table["count"])
+    return table.drop(columns=["ci_low", "ci_high"], errors="ignore").assign(ci_low=low, ci_high=high)
+
+
 def curves_table(selected: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """Long table: mean, std, sem, count per (algorithm, dataset, model, epsilon, metric).
+    """Long table: mean, std, sem, count and the 95% interval of the mean (`ci_low`, `ci_high`,
+    `mean_ci`) per (algorithm, dataset, model, epsilon, metric).
 
     `selected` maps each metric to the runs selected for it (`selected_by_metric`).
     """
@@ -248,8 +278,9 @@ def curves_table(selected: dict[str, pd.DataFrame]) -> pd.DataFrame:
                          "metric": metric, "mean": float(values.mean()), "std": std,
                          "sem": std / np.sqrt(values.size), "count": int(values.size)})
     if not rows:
-        return pd.DataFrame(columns=[*GROUP, "algorithm", "dataset_panel", "n_train", "metric", "mean", "std", "sem", "count"])
-    out = pd.DataFrame(rows)
+        return pd.DataFrame(columns=[*GROUP, "algorithm", "dataset_panel", "n_train", "metric", "mean", "std", "sem",
+                                     "count", "ci_low", "ci_high"])
+    out = with_ci(pd.DataFrame(rows))
     return out.sort_values(["metric", "dataset_label", "model_label", "label", "epsilon"],
                            na_position="first").reset_index(drop=True)
 
@@ -269,7 +300,8 @@ def summary_table(curves: pd.DataFrame, metric: str) -> pd.DataFrame:
     return wide[order].fillna("")
 
 
-__all__ = ["runs_table", "select", "selected_by_metric", "curves_table", "summary_table", "METRICS"]
+__all__ = ["runs_table", "select", "selected_by_metric", "curves_table", "summary_table", "METRICS", "mean_ci",
+           "with_ci", "CI_LEVEL"]
 
 
 def traces_table(records: list[dict]) -> pd.DataFrame:
@@ -292,28 +324,29 @@ def traces_table(records: list[dict]) -> pd.DataFrame:
 
 
 def trace_curves(selected: dict[str, pd.DataFrame], traces: pd.DataFrame) -> pd.DataFrame:
-    """Mean, std, sem, count of each metric per (algorithm, dataset, model, epsilon, step).
+    """Mean, std, sem, count and the 95% interval of the mean (`mean_ci`) of each metric per
+    (algorithm, dataset, model, epsilon, step), with the selected hyperparameters (`params`).
 
     Uses the same hyperparameter selection as `curves_table` (the runs `selected` for that metric),
     so a curve over iterations and the curve point of its final iterate describe the same fits.
     """
     columns = [*GROUP, "algorithm", "dataset_panel", "model", "metric", "step", "mean", "std", "sem", "count",
-               "dp_claim"]  # the selected params are in the curves table
+               "dp_claim", "params", "ci_low", "ci_high"]
     parts = []
     for metric, runs in selected.items():
         values = traces[traces["metric"] == metric]
         if runs.empty or values.empty:
             continue
-        meta = runs[[*GROUP, "key", "algorithm", "dataset_panel", "model", "curve_claim"]]
+        meta = runs[[*GROUP, "key", "algorithm", "dataset_panel", "model", "curve_claim", "params"]]
         joined = values.merge(meta, on="key")
         grouped = joined.groupby([*GROUP, "step"], dropna=False, sort=True)
         stats = grouped["value"].agg(["mean", "std", "count"]).reset_index()
         stats["std"] = stats["std"].fillna(0.0)
         stats["sem"] = stats["std"] / np.sqrt(stats["count"])
-        first = grouped[["algorithm", "dataset_panel", "model", "curve_claim"]].first().reset_index(drop=True)
+        first = grouped[["algorithm", "dataset_panel", "model", "curve_claim", "params"]].first().reset_index(drop=True)
         stats = pd.concat([stats, first.rename(columns={"curve_claim": "dp_claim"})], axis=1)
         stats["metric"] = metric
-        parts.append(stats)
+        parts.append(with_ci(stats))
     if not parts:
         return pd.DataFrame(columns=columns)
     return pd.concat(parts, ignore_index=True)[columns]
@@ -323,22 +356,136 @@ def dpsco_rate(n: np.ndarray, d: float, epsilon: float, delta: np.ndarray) -> np
     """The DP-SCO lecture notes' excess population risk rate d log(1/delta)/(n^2 eps^2) + 1/n.
 
     Paper 002, end of §17.2 (output perturbation on GD, strongly convex, Lipschitz, smooth loss:
-    O(d log(1/delta)/(n^2 eps^2) + 1/n), optimal). Constants are not given; figures scale it.
+    O(d log(1/delta)/(n^2 eps^2) + 1/n), optimal). Constants are not given; figures scale it
+    (`RATES["dpsco_rate"]`: one constant per term, fitted to output perturbation's curves).
     """
     return d * np.log(1.0 / delta) / (n ** 2 * epsilon ** 2) + 1.0 / n
 
 
-def fitted_dpsco_rate(panel: pd.DataFrame, epsilon: float) -> tuple[np.ndarray, np.ndarray] | None:
-    """(n, c * dpsco_rate(n)) over the sizes of one panel's curves at `epsilon`, the one free constant c
-    fitted by least squares in log space to those curves' positive means (the rate's shape is the
-    claim, its constant is not given); None when there is nothing to fit."""
-    priv = panel[panel["epsilon"] == epsilon]
-    ok = priv["mean"].to_numpy() > 0
-    if priv.empty or not ok.any():
+# =============================================================================================
+# reference rates: a paper's O(.) bound drawn beside the curves, its constants fitted to one curve
+# =============================================================================================
+def _col(points: pd.DataFrame, name: str) -> np.ndarray:
+    return points[name].to_numpy(dtype=float)
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A rate a paper states, as a sum of terms in (n, d or m, epsilon, delta), each term's constant
+    unknown (the O(.) hides it) and fitted to the curve of `algorithm` (`fit_rate`).
+
+    `terms` map a curves table's rows (columns n_train, n_params, epsilon, delta) to each term's
+    shape; `formula` is the legend text (matplotlib mathtext, constants written c or a, b), and
+    `source` where the paper states it."""
+
+    name: str
+    formula: str
+    source: str
+    algorithm: str  # registry name of the method the rate is about; its curve fixes the constants
+    terms: tuple[Callable[[pd.DataFrame], np.ndarray], ...]
+    term_names: tuple[str, ...]
+    metrics: tuple[str, ...]  # what the rate bounds (a figure of another metric does not draw it)
+
+
+RATES: dict[str, Rate] = {r.name: r for r in (
+    # paper 002 §17.2 (end): output perturbation on GD, strongly convex, Lipschitz, smooth losses
+    Rate("dpsco_rate", r"$a\,d\,\log(1/\delta)/(n^2\varepsilon^2) + b/n$", "paper 002 §17.2", "output_perturbation_gd",
+         (lambda p: _col(p, "n_params") * np.log(1.0 / _col(p, "delta"))
+          / (_col(p, "n_train") * _col(p, "epsilon")) ** 2,
+          lambda p: 1.0 / _col(p, "n_train")),
+         ("privacy", "statistical"), ("excess_population_risk",)),
+    # paper 000 Theorem 1: E[L(theta_priv; D) - L*] <= O(m G^2 log(1/delta) log(n) / (n^2 eps^2)),
+    # DP-SGD's excess EMPIRICAL risk (the optimality gap of Figure 2); G is a constant of the loss
+    Rate("dpsgd_rate", r"$c\,m\,\log(1/\delta)\,\log n/(n^2\varepsilon^2)$", "paper 000 Thm. 1", "dpsgd",
+         (lambda p: _col(p, "n_params") * np.log(1.0 / _col(p, "delta")) * np.log(_col(p, "n_train"))
+          / (_col(p, "n_train") * _col(p, "epsilon")) ** 2,),
+         ("privacy",), ("optimality_gap",)),
+    # paper 004 Theorems 5 and 7: excess population risk O~(d^2 log(1/delta) / (n eps^2)) of Algorithms 3
+    # and 4 for strongly convex losses; an alpha-strongly convex L_D has ||w - w*||^2 <= (2/alpha)
+    # (L_D(w) - L_D(w*)), so the estimation error the figures show is O~(d sqrt(log(1/delta)) / (sqrt(n) eps))
+    Rate("heavy_tailed_rate", r"$c\,\sqrt{d^2\log(1/\delta)/(n\varepsilon^2)}$", "√ of paper 004 Thm. 7, Õ",
+         "ht_robust_gd",
+         (lambda p: _col(p, "n_params") * np.sqrt(np.log(1.0 / _col(p, "delta")) / _col(p, "n_train"))
+          / _col(p, "epsilon"),),
+         ("privacy",), ("estimation_error",)),
+)}
+
+
+@dataclass(frozen=True)
+class FittedRate:
+    """A rate with its constants fitted: `constants[k]` multiplies `rate.terms[k]`; `curve` is the
+    label of the curve they were fitted to, `points` how many of its (positive) means were used."""
+
+    rate: Rate
+    curve: str
+    constants: tuple[float, ...]
+    points: int
+
+    def values(self, rows: pd.DataFrame) -> np.ndarray:
+        """The fitted rate at these rows (columns n_train, n_params, epsilon, delta)."""
+        return sum(c * term(rows) for c, term in zip(self.constants, self.rate.terms))
+
+    def describe(self) -> str:
+        """Legend text: formula, source, the fitted constants and the curve they come from."""
+        names = "ab" if len(self.constants) > 1 else "c"
+        consts = ", ".join(f"{k} = {v:.3g}" for k, v in zip(names, self.constants))
+        return f"{self.rate.formula} ({self.rate.source}; {consts}, fitted to {self.curve})"
+
+
+def reference_curve(panel: pd.DataFrame, rate: Rate, curve: str | None = None) -> pd.DataFrame:
+    """The private rows of `panel` the rate's constants are fitted to: those labelled `curve`, or,
+    without one, those of the rate's algorithm (the first label of it, in table order)."""
+    private = panel[panel["epsilon"].notna()]
+    if curve is None:
+        labels = list(dict.fromkeys(private.loc[private["algorithm"] == rate.algorithm, "label"]))
+        if not labels:
+            return private.iloc[:0]
+        curve = labels[0]
+    return private[private["label"] == curve]
+
+
+def fit_rate(panel: pd.DataFrame, name: str, curve: str | None = None) -> FittedRate | None:
+    """Fit the constants of rate `name` (RATES) to one curve of a panel (`reference_curve`).
+
+    Least squares in log space over the curve's positive means y_i (every epsilon and size of the
+    panel): minimise sum_i (log(sum_k c_k term_k(i)) - log y_i)^2 over c_k > 0. One term: the closed
+    form c = exp(mean(log(y_i / term(i)))). Several terms (dpsco_rate: privacy a d log(1/delta)/(n^2
+    eps^2), statistical b/n): each constant separately, by scipy.optimize.least_squares over
+    log c_k, started from each term fitted alone and divided by the number of terms; the sum's
+    shape (slope -2 while the privacy term dominates, -1 after) then shows where the curve turns.
+    None when the panel has no such curve or none of its means is positive.
+    """
+    rate = RATES[name]
+    points = reference_curve(panel, rate, curve)
+    points = points[points["mean"] > 0]
+    if points.empty:
         return None
-    delta = float(priv["delta"].iloc[0])
-    d = float(priv["n_params"].iloc[0])
-    shape = dpsco_rate(priv["n_train"].to_numpy(float), d, epsilon, delta)
-    const = float(np.exp(np.mean(np.log(priv["mean"].to_numpy()[ok] / shape[ok]))))
-    n = np.sort(priv["n_train"].unique())
-    return n, const * dpsco_rate(n, d, epsilon, delta)
+    y = np.log(points["mean"].to_numpy(dtype=float))
+    shapes = np.log(np.column_stack([term(points) for term in rate.terms]))
+    alone = np.mean(y[:, None] - shapes, axis=0)  # log c_k of each term fitted alone
+    if shapes.shape[1] == 1:
+        logc = alone
+    else:
+        from scipy.optimize import least_squares
+
+        def residual(logc: np.ndarray) -> np.ndarray:
+            return np.logaddexp.reduce(shapes + logc, axis=1) - y
+
+        logc = least_squares(residual, alone - np.log(shapes.shape[1]), method="lm", xtol=1e-14, ftol=1e-14,
+                             gtol=1e-14).x
+    return FittedRate(rate=rate, curve=str(points["label"].iloc[0]), constants=tuple(float(v) for v in np.exp(logc)),
+                      points=len(points))
+
+
+def fitted_dpsco_rate(panel: pd.DataFrame, epsilon: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """(n, a d log(1/delta)/(n^2 eps^2) + b/n) over the sizes of the reference curve (output
+    perturbation GD) at `epsilon`, with a and b fitted separately to that curve at every epsilon
+    (`fit_rate(panel, "dpsco_rate")`); None when there is nothing to fit."""
+    fitted = fit_rate(panel, "dpsco_rate")
+    if fitted is None:
+        return None
+    rows = reference_curve(panel, fitted.rate, fitted.curve)
+    rows = rows[rows["epsilon"] == epsilon].sort_values("n_train")
+    if rows.empty:
+        return None
+    return rows["n_train"].to_numpy(dtype=float), fitted.values(rows)

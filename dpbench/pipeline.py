@@ -278,7 +278,7 @@ def inventory(exp: Experiment, results: str | Path) -> Inventory:
 
 
 def render(exp: Experiment, *, results: str | Path = "results", summary: runner.RunSummary | None = None,
-           partial: bool = False) -> Outputs:
+           partial: bool = False, from_runs: bool = False, data_dir: str | None = None) -> Outputs:
     """Write runs.csv.gz, curves.csv, the figures and manifest.json into the output folder.
 
     Nothing is trained here (audits are read from their stored chunks). A grid with cells that
@@ -289,7 +289,15 @@ def render(exp: Experiment, *, results: str | Path = "results", summary: runner.
     the results. The per-cell table is gzipped (a few MB of privacy-ledger JSON per paper
     experiment shrinks about 14x; pandas reads it as it is: `pd.read_csv("runs.csv.gz")`); fit
     times go to the local timings.csv.gz, since they differ on every run.
+
+    `from_runs`: curves.csv and the figures from the committed runs table instead of the cells
+    (`dpbench.stored_tables.render_from_runs`; the runs table, traces and manifest are left alone).
+    `data_dir`: where a figure's `baseline: majority` reads the data sets' test labels.
     """
+    if from_runs:
+        from dpbench.stored_tables import render_from_runs
+
+        return render_from_runs(exp, results=results, partial=partial, data_dir=data_dir)
     folder = output_folder(exp, results)
     inv = inventory(exp, results)
     records = inv.records
@@ -331,17 +339,7 @@ def render(exp: Experiment, *, results: str | Path = "results", summary: runner.
         named = long_traces.merge(runs[["key", "label", "dataset_label", "model_label", "epsilon", "rep", "params"]],
                                   on="key")
         _write_csv_gz(folder / "traces.csv.gz", named, float_format="%.6g")
-    figures: list[Path] = []
-    order = [a.label for a in exp.algorithms]
-    for fig in exp.figures:
-        kind = FIGURES.lookup(fig.kind)
-        table = traces if kind.table == "traces" else curves
-        shown = table if fig.datasets is None else \
-            table[table["dataset_label"].isin(fig.datasets) | table["dataset_panel"].isin(fig.datasets)]
-        shown = shown if fig.algorithms is None else shown[shown["label"].isin(fig.algorithms)]
-        shown = shown if fig.models is None else shown[shown["model_label"].isin(fig.models)]
-        figures += kind.draw(shown, fig.metric, folder / fig.name, title=_titled(fig.title, note),
-                             algorithm_order=order, **dict(fig.options))
+    figures = draw_figures(exp, curves, traces, folder, note=note, skipped=inv.skipped, data_dir=data_dir)
     audits = pd.DataFrame([r.row() for r in audit_list])
     if not audits.empty:  # table + claimed-vs-audited figure (the diagonal: above it, a broken claim)
         table = audits.drop(columns=[c for c in AUDIT_TIMINGS if c in audits])  # same audits, same bytes
@@ -352,6 +350,67 @@ def render(exp: Experiment, *, results: str | Path = "results", summary: runner.
         figures += plots.audit_figure(audits, folder / "audit", title=_titled(exp.description, note))
     _write_manifest(folder / "manifest.json", manifest(exp, runs, summary, data_files, note), any(changed))
     return Outputs(folder=folder, runs=runs, curves=curves, figures=figures, audits=audits)
+
+
+def draw_figures(exp: Experiment, curves: pd.DataFrame, traces: pd.DataFrame, folder: Path, *, note: str = "",
+                 skipped: tuple[str, ...] = (), data_dir: str | None = None) -> list[Path]:
+    """Draw every figure of the spec from the curves (or trace-curves) table into `folder`.
+
+    A figure restricted to data sets some of which have no curve says so in its title (an optional
+    data set skipped because its file was absent, or no results). A figure with `baseline:
+    majority` gets the majority-class accuracy of each data set's test split as a column
+    (`majority_accuracy`, from `majority_rates`), since the tables do not carry the label balance.
+    """
+    figures: list[Path] = []
+    order = [a.label for a in exp.algorithms]
+    for fig in exp.figures:
+        kind = FIGURES.lookup(fig.kind)
+        table = traces if kind.table == "traces" else curves
+        shown = table if fig.datasets is None or table.empty else \
+            table[table["dataset_label"].isin(fig.datasets) | table["dataset_panel"].isin(fig.datasets)]
+        shown = shown if fig.algorithms is None or shown.empty else shown[shown["label"].isin(fig.algorithms)]
+        shown = shown if fig.models is None or shown.empty else shown[shown["model_label"].isin(fig.models)]
+        title = _titled(fig.title, note)
+        if fig.datasets is not None and not shown.empty:
+            drawn = set(shown["dataset_label"]) | set(shown["dataset_panel"])
+            absent = [d for d in fig.datasets if d not in drawn]
+            if absent:
+                why = ["optional data set, its file was absent when the experiment ran" if d in skipped
+                       else "no results" for d in absent]
+                title += " · no panel for " + "; ".join(f"{d} ({w})" for d, w in zip(absent, why))
+        if dict(fig.options).get("baseline") == "majority" and not shown.empty:
+            rates = majority_rates(exp, sorted(set(shown["dataset_label"])), data_dir)
+            shown = shown.assign(majority_accuracy=shown["dataset_label"].map(rates))
+        figures += kind.draw(shown, fig.metric, folder / fig.name, title=title, algorithm_order=order,
+                             **dict(fig.options))
+    return figures
+
+
+def majority_rates(exp: Experiment, dataset_labels: list[str], data_dir: str | None = None) -> dict[str, float]:
+    """Per data set label, the accuracy of always predicting the majority class of the test split
+    (its largest class share), averaged over the experiment's repetitions (each has its own split).
+
+    The cell records keep n_test but not the label balance, so this reads the data (the cells'
+    own splits, `cells.load_dataset`); a data set that cannot be loaded (file absent) or is not a
+    +-1 classification set is left out, and its panels draw no line.
+    """
+    from dpbench.cells import load_dataset
+
+    context = CellContext(data_dir=data_dir)
+    first: dict[tuple[str, int], Cell] = {}
+    for cell in exp.cells():
+        if cell.dataset_label in dataset_labels:
+            first.setdefault((cell.dataset_label, cell.rep), cell)
+    shares: dict[str, list[float]] = {}
+    for (label, _), cell in sorted(first.items()):
+        try:
+            y = np.asarray(load_dataset(cell, context).y_test)
+        except (DpbenchError, OSError, ValueError):
+            continue
+        values, counts = np.unique(y, return_counts=True)
+        if y.size and set(values.tolist()) <= {-1.0, 1.0}:
+            shares.setdefault(label, []).append(float(counts.max() / y.size))
+    return {label: float(np.mean(v)) for label, v in shares.items()}
 
 
 GROUP_COLUMNS = ["label", "dataset_label", "model_label", "epsilon", "params"]

@@ -119,7 +119,9 @@ def test_builtin_components_declare_their_parameters_once():
     assert set(canaries.CANARIES) == {"spare_feature", "gradient_canary", "input_per_example", "pidp_constant",
                                      "input_shared_intercept"}
     assert set(figures.FIGURES) == {"metric_over_epsilon", "metric_over_n", "metric_over_d", "metric_over_iterations"}
-    assert [p.name for p in figures.FIGURES["metric_over_n"].params] == ["reference"]
+    assert [p.name for p in figures.FIGURES["metric_over_n"].params] == ["reference", "reference_curve"]
+    assert [p.name for p in figures.FIGURES["metric_over_epsilon"].params] == ["reference", "reference_curve",
+                                                                                "baseline"]
 
 
 def test_resolve_paths_joins_only_relative_file_paths(tmp_path):

@@ -199,16 +199,19 @@ def test_bad_sweeps_are_one_line_errors(tmp_path, entry, message):
     assert message in str(err.value)
 
 
-def test_reference_line_only_on_figures_over_n(tmp_path):
+def test_reference_line_only_on_figures_that_declare_it(tmp_path):
     path = tmp_path / "f.yaml"
     base = "datasets: [iris]\nmodels: [logreg]\nepsilons: [1]\nalgorithms: [dpsgd]\nmetrics: [accuracy]\n"
-    path.write_text(base + "figures:\n  - {metric: accuracy, reference: dpsco_rate}\n")
-    with pytest.raises(SpecError, match=r"figures\[0\]\.reference: unknown key; allowed: .* \(kind metric_over_epsilon "
-                                        r"has no options of its own\)"):
+    path.write_text(base + "figures:\n  - {metric: accuracy, kind: metric_over_iterations, reference: dpsco_rate}\n")
+    with pytest.raises(SpecError, match=r"figures\[0\]\.reference: unknown key; allowed: .* \(kind "
+                                        r"metric_over_iterations has no options of its own\)"):
         spec.load(path)
     path.write_text(base + "figures:\n  - {metric: accuracy, kind: metric_over_n, reference: magic}\n")
-    with pytest.raises(SpecError, match=r"figures\[0\]\.reference: must be one of dpsco_rate; got 'magic'"):
+    with pytest.raises(SpecError, match=r"figures\[0\]\.reference: must be one of dpsco_rate, dpsgd_rate, "
+                                        r"heavy_tailed_rate; got 'magic'"):
         spec.load(path)
+    path.write_text(base + "figures:\n  - {metric: accuracy, reference: dpsgd_rate, baseline: majority}\n")
+    assert dict(spec.load(path).figures[0].options) == {"reference": "dpsgd_rate", "baseline": "majority"}
 
 
 def test_optional_dataset_is_skipped_with_a_notice_when_absent(tmp_path, data_dir):
