@@ -258,6 +258,9 @@ class SubTest:
     p_opp: float  # the relation fails
     sd: float
     distance: float  # how far the effect is from deciding (the margin it must clear), for the seed count
+    panel: str = ""
+    model: str = ""
+    epsilon: float = float("nan")  # per-point comparisons: the epsilon point
 
 
 def _t_summary(values: np.ndarray) -> tuple[int, float, float, float, float]:
@@ -288,7 +291,8 @@ def _lower_p(mean: float, threshold: float, se: float, n: int) -> float:
     return float(stats.t.cdf((mean - threshold) / se, n - 1))
 
 
-def _subtest(where: str, values: np.ndarray, relation: str, low: float, high: float | None = None) -> SubTest:
+def _subtest(where: str, values: np.ndarray, relation: str, low: float, high: float | None = None,
+             **at: Any) -> SubTest:
     """The summary of per-seed values for "mean > low" (greater / increasing: high None),
     "mean < low" (less / decreasing: relation given), or "low < mean < high" (equivalent / within)."""
     values = np.asarray(values, dtype=float)
@@ -304,7 +308,7 @@ def _subtest(where: str, values: np.ndarray, relation: str, low: float, high: fl
         p_opp = min(1.0, 2 * min(_lower_p(mean, low, se, n), _upper_p(mean, high, se, n)))
         distance = min(mean - low, high - mean)
     return SubTest(where=where, n=n, effect=mean, ci_low=ci[0], ci_high=ci[1], p=p, p_opp=p_opp, sd=sd,
-                   distance=distance)
+                   distance=distance, **at)
 
 
 def _scope(claim: Claim, points: pd.DataFrame) -> pd.DataFrame:
@@ -347,10 +351,12 @@ def _comparison(claim: Claim, points: pd.DataFrame) -> list[SubTest]:
     for (panel, model), group in diff.groupby(["dataset_panel", "model_label"], sort=True):
         if claim.per == "point":
             for eps, at in group.groupby("epsilon", sort=True):
-                out.append(_subtest(f"{panel} {model}, ε = {eps:g}", at["d"].to_numpy(), relation, low, high))
+                out.append(_subtest(f"{panel} {model}, ε = {eps:g}", at["d"].to_numpy(), relation, low, high,
+                                    panel=panel, model=model, epsilon=float(eps)))
         else:
             per_seed = group.groupby("rep")["d"].mean()
-            out.append(_subtest(f"{panel} {model}", per_seed.to_numpy(), relation, low, high))
+            out.append(_subtest(f"{panel} {model}", per_seed.to_numpy(), relation, low, high, panel=panel,
+                                model=model))
     return out
 
 
@@ -546,6 +552,27 @@ def markdown(verdicts: list[Verdict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def significant_points(verdicts: list[Verdict]) -> pd.DataFrame:
+    """The epsilon points of per-point comparison claims where the relation holds, or fails,
+    significantly at the Bonferroni level ALPHA / (claims tested x the claim's points): one row
+    per (label a, panel, model, epsilon, metric) with the claim id and `holds` (True / False), for
+    the figures to mark."""
+    tested = [v for v in verdicts if v.tests]
+    rows = []
+    for v in tested:
+        c = v.claim
+        if c.kind != "comparison" or c.per != "point":
+            continue
+        level = ALPHA / (len(tested) * len(v.tests))
+        for t in v.tests:
+            for holds, p in ((True, t.p), (False, t.p_opp)):
+                if np.isfinite(p) and p <= level:
+                    rows.append({"label": c.a, "dataset_panel": t.panel, "model_label": t.model, "epsilon": t.epsilon,
+                                 "metric": c.metric, "claim": c.id, "holds": holds})
+    return pd.DataFrame(rows, columns=["label", "dataset_panel", "model_label", "epsilon", "metric", "claim",
+                                       "holds"])
+
+
 def check_points(verdicts: list[Verdict]) -> pd.DataFrame:
     """The verdicts as regression-check points (metric "claim:<id>", value +1 reproduced, 0
     inconclusive, -1 contradicted; claims without data are left out): `dpbench check` fails
@@ -557,4 +584,5 @@ def check_points(verdicts: list[Verdict]) -> pd.DataFrame:
 
 
 __all__ = ["ALPHA", "AXES", "CLAIM_KEYS", "Claim", "KINDS", "POINT_COLUMNS", "RELATIONS", "SubTest", "VERDICTS",
-           "Verdict", "check_points", "evaluate", "markdown", "parse_claims", "per_seed_points", "table"]
+           "Verdict", "check_points", "evaluate", "markdown", "parse_claims", "per_seed_points", "significant_points",
+           "table"]

@@ -200,25 +200,23 @@ def run(specs, profile, jobs, backend, scheduler, data_dir, no_progress, allow_l
         tables = [name for name in ("runs.csv.gz", "curves.csv", "audits.csv") if (out.folder / name).is_file()]
         click.echo(f"results: {out.folder}/ ({', '.join(tables + ['manifest.json'])}, "
                    f"{', '.join(p.name for p in out.figures if p.suffix == '.png') or 'no figures'})")
-        _claims_line(exp, results)
+        _claims_line(out)
     click.echo(f"cells: {summary.total} total, {summary.ran} run, {summary.reused} reused, "
                f"{len(summary.failed)} failed; wall time {time.perf_counter() - started:.1f} s")
     _exit_on_failures(summary)
 
 
-def _claims_line(exp, results: str) -> None:
-    """Evaluate the experiment's claims on what is stored, write claims.csv / claims.md, one line."""
-    if not exp.claims:
-        return
-    from dpbench import pipeline
-
-    verdicts = pipeline.claim_verdicts(exp, results)
-    pipeline.write_claims(exp, verdicts, results)
-    counts = {}
+def _verdict_counts(verdicts: list) -> str:
+    counts: dict[str, int] = {}
     for v in verdicts:
         counts[v.verdict] = counts.get(v.verdict, 0) + 1
-    click.echo(f"claims: {len(verdicts)} (" + ", ".join(f"{counts.get(k, 0)} {k}" for k in
-               ("reproduced", "contradicted", "inconclusive", "no data")) + "; claims.csv, claims.md)")
+    return ", ".join(f"{counts.get(k, 0)} {k}" for k in ("reproduced", "contradicted", "inconclusive", "no data"))
+
+
+def _claims_line(out) -> None:
+    """One line of the verdicts render wrote to claims.csv / claims.md (nothing without claims)."""
+    if out.claims:
+        click.echo(f"claims: {len(out.claims)} ({_verdict_counts(out.claims)}; claims.csv, claims.md)")
 
 
 def _exit_on_failures(summary) -> None:
@@ -355,6 +353,7 @@ def plot(spec, profile, results, partial, from_runs, data_dir) -> None:
     out = pipeline.render(exp, results=results, partial=partial, from_runs=from_runs, data_dir=data_dir)
     _report(exp, out)
     click.echo(f"figures: {', '.join(str(p) for p in out.figures)}")
+    _claims_line(out)
 
 
 @main.command()
@@ -383,10 +382,7 @@ def claims(spec, profile, results, markdown) -> None:
             continue
         verdicts = pipeline.claim_verdicts(exp, results)
         written = pipeline.write_claims(exp, verdicts, results)
-        counts = pd.Series([v.verdict for v in verdicts]).value_counts().to_dict()
-        click.echo(f"== {exp.name} [{exp.profile}]: {len(verdicts)} claims: "
-                   + ", ".join(f"{counts.get(k, 0)} {k}" for k in ("reproduced", "contradicted", "inconclusive",
-                                                                    "no data")))
+        click.echo(f"== {exp.name} [{exp.profile}]: {len(verdicts)} claims: {_verdict_counts(verdicts)}")
         if markdown:
             from dpbench import claims as claims_mod
 

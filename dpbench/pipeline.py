@@ -12,7 +12,7 @@ import json
 import platform
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -40,6 +40,7 @@ class Outputs:
     curves: pd.DataFrame
     figures: list[Path]
     audits: pd.DataFrame | None = None  # one row per audit (AuditResult.row())
+    claims: list = field(default_factory=list)  # dpbench.claims.Verdict per claim of the spec
 
 
 def experiment_root(exp: Experiment, results: str | Path) -> Path:
@@ -339,8 +340,11 @@ def render(exp: Experiment, *, results: str | Path = "results", summary: runner.
         named = long_traces.merge(runs[["key", "label", "dataset_label", "model_label", "epsilon", "rep", "params"]],
                                   on="key")
         _write_csv_gz(folder / "traces.csv.gz", named, float_format="%.6g")
-    figures = draw_figures(exp, curves, traces, folder, note=note, skipped=inv.skipped, data_dir=data_dir)
     audits = pd.DataFrame([r.row() for r in audit_list])
+    verdicts = claims_from(exp, selected, audits if not audits.empty else None)
+    write_claims(exp, verdicts, results)
+    figures = draw_figures(exp, curves, traces, folder, note=note, skipped=inv.skipped, data_dir=data_dir,
+                           marks=significant_marks(verdicts))
     if not audits.empty:  # table + claimed-vs-audited figure (the diagonal: above it, a broken claim)
         table = audits.drop(columns=[c for c in AUDIT_TIMINGS if c in audits])  # same audits, same bytes
         if note:
@@ -349,11 +353,12 @@ def render(exp: Experiment, *, results: str | Path = "results", summary: runner.
                                               lambda tmp: table.to_csv(tmp, index=False, float_format="%.6g")))
         figures += plots.audit_figure(audits, folder / "audit", title=_titled(exp.description, note))
     _write_manifest(folder / "manifest.json", manifest(exp, runs, summary, data_files, note), any(changed))
-    return Outputs(folder=folder, runs=runs, curves=curves, figures=figures, audits=audits)
+    return Outputs(folder=folder, runs=runs, curves=curves, figures=figures, audits=audits, claims=verdicts)
 
 
 def draw_figures(exp: Experiment, curves: pd.DataFrame, traces: pd.DataFrame, folder: Path, *, note: str = "",
-                 skipped: tuple[str, ...] = (), data_dir: str | None = None) -> list[Path]:
+                 skipped: tuple[str, ...] = (), data_dir: str | None = None,
+                 marks: pd.DataFrame | None = None) -> list[Path]:
     """Draw every figure of the spec from the curves (or trace-curves) table into `folder`.
 
     A figure restricted to data sets some of which have no curve says so in its title (an optional
@@ -378,6 +383,8 @@ def draw_figures(exp: Experiment, curves: pd.DataFrame, traces: pd.DataFrame, fo
                 why = ["optional data set, its file was absent when the experiment ran" if d in skipped
                        else "no results" for d in absent]
                 title += " · no panel for " + "; ".join(f"{d} ({w})" for d, w in zip(absent, why))
+        if marks is not None and not marks.empty and not shown.empty and kind.table != "traces":
+            shown = _with_marks(shown, marks)
         if dict(fig.options).get("baseline") == "majority" and not shown.empty:
             rates = majority_rates(exp, sorted(set(shown["dataset_label"])), data_dir)
             shown = shown.assign(majority_accuracy=shown["dataset_label"].map(rates))
@@ -549,14 +556,38 @@ def _audits_for_claims(exp: Experiment, results: str | Path) -> pd.DataFrame | N
     return pd.read_csv(path) if path.is_file() else None
 
 
-def claim_verdicts(exp: Experiment, results: str | Path = "results") -> list:
-    """dpbench.claims.Verdict of every claim of the experiment, from what is stored (nothing is trained)."""
+def claims_from(exp: Experiment, selected: dict[str, pd.DataFrame], audits: pd.DataFrame | None) -> list:
+    """dpbench.claims.Verdict of the experiment's claims on these selected runs and audits table."""
     from dpbench import claims as claims_mod
 
     if not exp.claims:
         return []
-    points = claims_mod.per_seed_points(_selected_for_claims(exp, results))
-    return claims_mod.evaluate(exp.claims, points, _audits_for_claims(exp, results))
+    return claims_mod.evaluate(exp.claims, claims_mod.per_seed_points(selected), audits)
+
+
+def significant_marks(verdicts: list) -> pd.DataFrame | None:
+    """The points the figures mark (`dpbench.claims.significant_points`), or None without claims."""
+    from dpbench import claims as claims_mod
+
+    return claims_mod.significant_points(verdicts) if verdicts else None
+
+
+def _with_marks(shown: pd.DataFrame, marks: pd.DataFrame) -> pd.DataFrame:
+    """`shown` with column claim_mark: "+id" / "-id" (several joined by ", ") where a claim marks the point."""
+    text = marks.assign(claim_mark=np.where(marks["holds"], "+", "-") + marks["claim"].astype(str))
+    text = text.groupby(["label", "dataset_panel", "model_label", "epsilon", "metric"], as_index=False)[
+        "claim_mark"].agg(", ".join)
+    keyed = shown.assign(_eps=shown["epsilon"].astype(float).round(12))
+    text = text.assign(_eps=text["epsilon"].astype(float).round(12)).drop(columns="epsilon")
+    out = keyed.merge(text, on=["label", "dataset_panel", "model_label", "_eps", "metric"], how="left")
+    return out.drop(columns="_eps")
+
+
+def claim_verdicts(exp: Experiment, results: str | Path = "results") -> list:
+    """dpbench.claims.Verdict of every claim of the experiment, from what is stored (nothing is trained)."""
+    if not exp.claims:
+        return []
+    return claims_from(exp, _selected_for_claims(exp, results), _audits_for_claims(exp, results))
 
 
 def write_claims(exp: Experiment, verdicts: list, results: str | Path = "results") -> list[Path]:

@@ -117,6 +117,7 @@ def metric_over_epsilon(curves: pd.DataFrame, metric: str, stem: str | Path, tit
     eps_all = _x_epsilon(part[part["epsilon"].notna()])
     xlim = (eps_all.min() / 1.3, eps_all.max() * 1.3) if eps_all.size else (0.01, 10)
     notes = []
+    marked = False
     for r, model in enumerate(models):
         for c, dataset in enumerate(datasets):
             ax = axes[r][c]
@@ -141,6 +142,7 @@ def metric_over_epsilon(curves: pd.DataFrame, metric: str, stem: str | Path, tit
                     ax.plot(eps, mean, markersize=3.5, color=colour, linewidth=1.5, label=name, **kwargs)
                     ax.fill_between(eps, lo, hi, color=colour, alpha=0.18, linewidth=0)
                     _floor_markers(ax, eps[low_mask], mean[low_mask], colour)
+                    marked |= _claim_marks(ax, line, eps, mean, colour)
             if reference:
                 _draw_rate(ax, panel, reference, reference_curve, "epsilon", None, metric)
             if baseline == "majority" and metric == "accuracy":
@@ -162,7 +164,29 @@ def metric_over_epsilon(curves: pd.DataFrame, metric: str, stem: str | Path, tit
         extra = "dashed grey: accuracy of always predicting the test split's majority class (mean over seeds)"
         if notes:
             extra += f" — not drawn for {', '.join(dict.fromkeys(notes))} (data not available when drawn)"
+    if marked:
+        extra = (extra + " · " if extra else "") + CLAIM_MARK_NOTE
     return _finish(fig, axes, width, title, stem, extra=extra, order=labels, log=metric in LOG_METRICS)
+
+
+CLAIM_MARK_NOTE = ("★: a claim of claims.csv holds at this ε with significance (paired over seeds, Bonferroni over "
+                   "the claims and their points); ✕: it fails there significantly")
+
+
+def _claim_marks(ax, line: pd.DataFrame, eps: np.ndarray, mean: np.ndarray, colour) -> bool:
+    """Stars (claim holds) and crosses (claim fails) on the points of `line` that a per-point
+    claim marks (column claim_mark, `pipeline.draw_figures`); True when any was drawn."""
+    if "claim_mark" not in line:
+        return False
+    marks = line["claim_mark"].fillna("").astype(str).to_numpy()
+    drawn = False
+    for sign, marker, size in (("+", "*", 11), ("-", "X", 8)):
+        at = np.array([any(m.strip().startswith(sign) for m in text.split(",")) if text else False for text in marks])
+        if at.any():
+            ax.plot(eps[at], mean[at], linestyle="none", marker=marker, markersize=size, markerfacecolor=colour,
+                    markeredgecolor="black", markeredgewidth=0.6, zorder=5)
+            drawn = True
+    return drawn
 
 
 def _labels(part: pd.DataFrame, algorithm_order: list[str] | None) -> list[str]:

@@ -183,8 +183,12 @@ def render_from_runs(exp, *, results: str | Path = "results", partial: bool = Fa
     traces = pd.DataFrame() if traces is None else complete_traces(traces, curves)
     folder.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes_via(folder / "curves.csv", lambda tmp: curves.to_csv(tmp, index=False, float_format="%.10g"))
-    figures = pipeline.draw_figures(exp, curves, traces, folder, note=note, skipped=cov.skipped, data_dir=data_dir)
-    return pipeline.Outputs(folder=folder, runs=runs, curves=curves, figures=figures, audits=None)
+    audits = pipeline._audits_for_claims(exp, results)
+    verdicts = pipeline.claims_from(exp, selected, audits)
+    pipeline.write_claims(exp, verdicts, results)
+    figures = pipeline.draw_figures(exp, curves, traces, folder, note=note, skipped=cov.skipped, data_dir=data_dir,
+                                    marks=pipeline.significant_marks(verdicts))
+    return pipeline.Outputs(folder=folder, runs=runs, curves=curves, figures=figures, audits=None, claims=verdicts)
 
 
 __all__ = ["load_runs", "load_traces", "complete_traces", "coverage", "in_spec", "render_from_runs",
