@@ -349,29 +349,38 @@ def _comparison(claim: Claim, points: pd.DataFrame) -> list[SubTest]:
     low, high, relation = {"greater": (m, None, "greater"), "less": (-m, None, "less"),
                            "equivalent": (-m, m, "within")}[claim.relation]
     for (panel, model), group in diff.groupby(["dataset_panel", "model_label"], sort=True):
-        if claim.per == "point":
-            for eps, at in group.groupby("epsilon", sort=True):
-                out.append(_subtest(f"{panel} {model}, ε = {eps:g}", at["d"].to_numpy(), relation, low, high,
+        if claim.per == "point":  # a point: one data set of the panel (one n or d of a sweep) at one epsilon
+            for (label, eps), at in group.groupby(["dataset_label", "epsilon"], sort=True):
+                where = f"{panel} {model}" + (f" ({label})" if label != panel else "") + f", ε = {eps:g}"
+                out.append(_subtest(where, at.groupby("rep")["d"].mean().to_numpy(), relation, low, high,
                                     panel=panel, model=model, epsilon=float(eps)))
-        else:
+        else:  # per seed, the mean difference over the panel's points (epsilons, and n or d in a sweep)
             per_seed = group.groupby("rep")["d"].mean()
             out.append(_subtest(f"{panel} {model}", per_seed.to_numpy(), relation, low, high, panel=panel,
                                 model=model))
     return out
 
 
+def _slope(x: np.ndarray, y: np.ndarray, log_y: bool) -> float:
+    x = np.log(x)
+    if log_y:
+        keep = y > 0
+        x, y = x[keep], np.log(y[keep])
+    return float(np.polyfit(x, y, 1)[0]) if np.unique(x).size >= 2 else float("nan")
+
+
 def _slopes(group: pd.DataFrame, x_column: str, log_y: bool) -> np.ndarray:
-    """Per seed, the least-squares slope of the value (or its log) against log x."""
+    """Per seed, the least-squares slope of the value (or its log) against log x, taken along x
+    with the other coordinates fixed (over epsilon: per data set of the panel; over n or d: per
+    epsilon) and averaged over them."""
+    along = "dataset_label" if x_column == "epsilon" else "epsilon"
     slopes = []
     for _, seed in group.groupby("rep"):
-        x = np.log(seed[x_column].astype(float).to_numpy())
-        y = seed["value"].astype(float).to_numpy()
-        if log_y:
-            keep = y > 0
-            x, y = x[keep], np.log(y[keep])
-        if np.unique(x).size < 2:
-            continue
-        slopes.append(float(np.polyfit(x, y, 1)[0]))
+        per_line = [_slope(line[x_column].astype(float).to_numpy(), line["value"].astype(float).to_numpy(), log_y)
+                    for _, line in seed.groupby(along, dropna=False)]
+        per_line = [v for v in per_line if np.isfinite(v)]
+        if per_line:
+            slopes.append(float(np.mean(per_line)))
     return np.asarray(slopes)
 
 
@@ -474,15 +483,32 @@ def _holm(p: list[float]) -> list[float]:
     return out.tolist()
 
 
+#: seed counts beyond this are reported as inf (no experiment here would run them)
+MAX_SEEDS = 100_000
+
+
 def _seeds_needed(test: SubTest, level: float) -> float:
-    """Seeds a one-sided t-test at `level` needs for POWER at the observed effect and spread
-    (normal approximation plus one); inf when the effect sits on the margin."""
+    """Seeds a one-sided t-test at `level` needs for POWER at the observed effect and spread: the
+    smallest n with n >= ((t_{1-level, n-1} + t_{POWER, n-1}) sd / |distance|)^2 (Student t
+    quantiles, so small counts are not understated); inf when the effect sits on the margin."""
     if not np.isfinite(test.sd) or test.sd == 0 or not np.isfinite(test.distance):
         return float("nan")
     if test.distance == 0:
         return float("inf")
-    z = stats.norm.isf(level) + stats.norm.isf(1 - POWER)
-    return float(math.ceil((z * test.sd / abs(test.distance)) ** 2) + 1)
+    ratio = test.sd / abs(test.distance)
+
+    def enough(n: int) -> bool:
+        return n >= ((stats.t.isf(level, n - 1) + stats.t.ppf(POWER, n - 1)) * ratio) ** 2
+
+    low, high = 1, 2  # enough() is monotone in n: double, then bisect
+    while not enough(high):
+        if high > MAX_SEEDS:
+            return float("inf")
+        low, high = high, 2 * high
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if enough(mid) else (mid, high)
+    return float(high)
 
 
 def _seeds_to_decide(tests: list[SubTest], level: float) -> float:

@@ -174,3 +174,13 @@ def test_check_fails_when_a_moved_curve_flips_a_verdict(tmp_path, data_dir):
         moved = CliRunner().invoke(main, ["check", str(spec), *common])
     assert moved.exit_code == 1 and "claim:exact-above" in moved.output and "DRIFT" in moved.output
     assert "accuracy" in moved.output  # the curve points moved too
+
+
+def test_seeds_needed_reaches_the_power_by_an_independent_noncentral_t():
+    test = C.SubTest(where="x", n=5, effect=0.01, ci_low=0, ci_high=0, p=0.5, p_opp=0.5, sd=0.02, distance=0.01)
+    n = int(C._seeds_needed(test, 0.05))
+
+    def power(k):
+        return stats.nct.sf(stats.t.isf(0.05, k - 1), k - 1, 0.01 / 0.02 * math.sqrt(k))
+
+    assert power(n) >= 0.79 and power(n - 1) < 0.81  # the t approximation is within a seed of the exact count
