@@ -599,6 +599,21 @@ def significant_points(verdicts: list[Verdict]) -> pd.DataFrame:
                                        "holds"])
 
 
+def readme_block(name: str) -> tuple[str, str]:
+    """The markers between which a README carries experiment `name`'s generated claims table."""
+    return f"<!-- claims:{name} -->", f"<!-- /claims:{name} -->"
+
+
+def fill_readme(text: str, name: str, table_markdown: str) -> str:
+    """`text` with the block of experiment `name` (`readme_block`) holding `table_markdown`;
+    ValueError when the README has no such block."""
+    start, end = readme_block(name)
+    i, j = text.find(start), text.find(end)
+    if i < 0 or j < i:
+        raise ValueError(f"no {start} ... {end} block in the README")
+    return text[:i + len(start)] + "\n" + table_markdown.rstrip("\n") + "\n" + text[j:]
+
+
 def check_points(verdicts: list[Verdict]) -> pd.DataFrame:
     """The verdicts as regression-check points (metric "claim:<id>", value +1 reproduced, 0
     inconclusive, -1 contradicted; claims without data are left out): `dpbench check` fails
@@ -610,5 +625,5 @@ def check_points(verdicts: list[Verdict]) -> pd.DataFrame:
 
 
 __all__ = ["ALPHA", "AXES", "CLAIM_KEYS", "Claim", "KINDS", "POINT_COLUMNS", "RELATIONS", "SubTest", "VERDICTS",
-           "Verdict", "check_points", "evaluate", "markdown", "parse_claims", "per_seed_points", "significant_points",
-           "table"]
+           "Verdict", "check_points", "evaluate", "fill_readme", "markdown", "parse_claims", "per_seed_points",
+           "readme_block", "significant_points", "table"]

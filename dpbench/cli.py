@@ -362,7 +362,9 @@ def plot(spec, profile, results, partial, from_runs, data_dir) -> None:
 @click.option("--results", default="results", show_default=True, type=click.Path(file_okay=False),
               help="results root the stored cells / tables are read from and claims.csv, claims.md written to")
 @click.option("--markdown", is_flag=True, help="print claims.md (the README's table) instead of the short table")
-def claims(spec, profile, results, markdown) -> None:
+@click.option("--readme", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="also write each table into this README between <!-- claims:NAME --> and <!-- /claims:NAME -->")
+def claims(spec, profile, results, markdown, readme) -> None:
     """Verdicts of each experiment's `claims:` block: reproduced, contradicted or inconclusive.
 
     Every claim (a paper's or the README's sentence about a figure) is tested with paired
@@ -395,6 +397,17 @@ def claims(spec, profile, results, markdown) -> None:
             with pd.option_context("display.width", 200, "display.max_colwidth", 40, "display.max_rows", 500):
                 click.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
         click.echo(f"written: {', '.join(str(p) for p in written)}")
+        if readme:
+            from dpbench import claims as claims_mod
+            from dpbench.store import atomic_write_text
+
+            text = Path(readme).read_text(encoding="utf-8")
+            try:
+                text = claims_mod.fill_readme(text, exp.name, claims_mod.markdown(verdicts))
+            except ValueError as exc:
+                raise click.UsageError(f"--readme {readme}: {exc}") from None
+            atomic_write_text(readme, text)
+            click.echo(f"written: the {exp.name} table of {readme}")
 
 
 @main.command(name="list")

@@ -184,3 +184,22 @@ def test_seeds_needed_reaches_the_power_by_an_independent_noncentral_t():
         return stats.nct.sf(stats.t.isf(0.05, k - 1), k - 1, 0.01 / 0.02 * math.sqrt(k))
 
     assert power(n) >= 0.79 and power(n - 1) < 0.81  # the t approximation is within a seed of the exact count
+
+
+def test_readme_carries_each_committed_claims_table():
+    """The README's per-paper sections lead with the generated tables (`dpbench claims --readme`):
+    each block equals the committed results/<experiment>/claims.md table."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    tables = sorted((root / "results").glob("*/claims.md"))
+    assert tables, "no committed claims.md"
+    for path in tables:
+        name = path.parent.name
+        table = path.read_text(encoding="utf-8").split("\n", 2)[2]  # without the title line and blank line
+        start, end = C.readme_block(name)
+        assert start in readme, f"README has no {start} block"
+        block = readme[readme.index(start) + len(start):readme.index(end)].strip("\n")
+        assert block == table.strip("\n"), f"README's {name} claims table is stale: run dpbench claims --readme README.md"
+    assert C.fill_readme(f"a {start}\nold\n{end} b", name, "| t |\n") == f"a {start}\n| t |\n{end} b"
