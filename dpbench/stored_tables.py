@@ -19,8 +19,8 @@ import pandas as pd
 
 from dpbench import curves as curves_mod
 from dpbench.errors import DpbenchError
+from dpbench.pipeline import RUNS_FILE
 
-RUNS_FILE = "runs.csv.gz"
 TRACE_CURVES_FILE = "trace_curves.csv.gz"
 
 #: text columns of `curves.runs_table`; read as strings whatever they look like (a cell key such as
