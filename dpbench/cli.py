@@ -375,7 +375,9 @@ def claims(spec, profile, results, markdown, readme) -> None:
     """
     import pandas as pd
 
+    from dpbench import claims as claims_mod
     from dpbench import pipeline
+    from dpbench.store import atomic_write_text
 
     for path in spec:
         exp = _load_spec(path, profile)
@@ -386,21 +388,14 @@ def claims(spec, profile, results, markdown, readme) -> None:
         written = pipeline.write_claims(exp, verdicts, results)
         click.echo(f"== {exp.name} [{exp.profile}]: {len(verdicts)} claims: {_verdict_counts(verdicts)}")
         if markdown:
-            from dpbench import claims as claims_mod
-
             click.echo(claims_mod.markdown(verdicts))
         else:
-            from dpbench import claims as claims_mod
-
             shown = claims_mod.table(verdicts)[["id", "verdict", "effect", "ci_low", "ci_high", "p_holm",
                                                 "p_contra_holm", "seeds", "seeds_needed", "where"]]
             with pd.option_context("display.width", 200, "display.max_colwidth", 40, "display.max_rows", 500):
                 click.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
         click.echo(f"written: {', '.join(str(p) for p in written)}")
         if readme:
-            from dpbench import claims as claims_mod
-            from dpbench.store import atomic_write_text
-
             text = Path(readme).read_text(encoding="utf-8")
             try:
                 text = claims_mod.fill_readme(text, exp.name, claims_mod.markdown(verdicts))
