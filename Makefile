@@ -1,5 +1,7 @@
 # dpbench: every target installs what it needs into .venv first.
-#   make figures   run every experiment in experiments/ (full profile) and draw its figures
+#   make figures   fetch missing raw files (`dpbench data fetch`, a no-op when all are present), then run
+#                  every experiment in experiments/ (full profile) and draw its figures
+#   make fetch     download the original UCI files missing from $(DPBENCH_DATA) (needs the network)
 #   make test      `make check`, then the fast test suite (what CI runs)
 #   make check     every experiment's ci profile against its stored reference curves
 #   make test-slow the paper-scale tests (marker `slow`), left out of make test
@@ -14,10 +16,10 @@ export DPBENCH_DATA
 EXPERIMENTS := $(wildcard experiments/*.yaml) examples/my_algorithm/experiment.yaml
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-slow pytest check figures verify bench help
+.PHONY: install test test-slow pytest check figures fetch verify bench help
 
 help:
-	@echo "make figures | make test (= check + pytest) | make check | make test-slow | make bench | make verify | make install"
+	@echo "make figures | make fetch | make test (= check + pytest) | make check | make test-slow | make bench | make verify | make install"
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,12 +39,15 @@ test-slow: $(STAMP)
 check: $(STAMP)
 	$(BIN)/dpbench check $(EXPERIMENTS) --profile ci --jobs $(JOBS) --no-progress
 
-figures: $(STAMP)
+figures: fetch
 	$(BIN)/dpbench run $(EXPERIMENTS) --jobs $(JOBS)
 
 bench: $(STAMP)
 	$(BIN)/dpbench bench
 	OPENBLAS_NUM_THREADS=2 OMP_NUM_THREADS=2 $(BIN)/dpbench bench --suite steps --output results/bench-blas2.json
+
+fetch: $(STAMP)  # present verified files are neither downloaded nor written (../shared/data stays untouched)
+	$(BIN)/dpbench data fetch
 
 verify: $(STAMP)
 	$(BIN)/dpbench data verify

@@ -109,6 +109,11 @@ HOW_TO_GET = (
 )
 
 
+def how_to_get(name: str) -> str:
+    """HOW_TO_GET plus the command that downloads data set `name`'s original files (dpbench.data.fetch)."""
+    return f"{HOW_TO_GET}, or run `dpbench data fetch {name}` (downloads the original files, checks their SHA-256)"
+
+
 @dataclass(frozen=True)
 class UciFile:
     """One original file of a UCI data set, under the data set's folder."""
@@ -587,7 +592,7 @@ class RawTable:
 def _corrupt(spec: UciSpec, path: pathlib.Path, actual: str, expected: str) -> DataError:
     return DataError(
         f"dataset '{spec.name}': file {_abs(path)} is corrupt (sha256 {actual[:16]}... differs from "
-        f"the original UCI file's {expected[:16]}...); replace it with the original: {HOW_TO_GET} "
+        f"the original UCI file's {expected[:16]}...); replace it with the original: {how_to_get(spec.name)} "
         f"(UCI id {spec.uci_id}) after removing the bad file"
     )
 
@@ -611,7 +616,7 @@ def raw_table(name: str, root: str | os.PathLike | None = None) -> RawTable:
             frame = _offline_frame_cached(name, tuple(keys))
         except Exception as exc:  # parse failure of a file with the right hash: a bug or bad pandas
             raise DataError(
-                f"dataset '{name}': cannot parse {', '.join(looked)} ({_one_line(exc)}); {HOW_TO_GET}"
+                f"dataset '{name}': cannot parse {', '.join(looked)} ({_one_line(exc)}); {how_to_get(name)}"
             ) from exc
         prov = {"source": "offline file", "uci_id": spec.uci_id, "files": files}
         return RawTable(frame, prov, ("offline", tuple(keys)))
@@ -624,7 +629,7 @@ def raw_table(name: str, root: str | os.PathLike | None = None) -> RawTable:
         except Exception as exc:
             raise DataError(
                 f"dataset '{name}': cache {_abs(cache)} is corrupt ({_one_line(exc)}); delete it and "
-                f"{HOW_TO_GET}; also looked at {', '.join(looked[:-1])}"
+                f"{how_to_get(name)}; also looked at {', '.join(looked[:-1])}"
             ) from exc
         prov = {"source": "ucimlrepo cache", "uci_id": spec.uci_id,
                 "files": [{"path": _abs(cache), "sha256": sha256(cache)}]}  # fmt: skip
@@ -635,7 +640,7 @@ def raw_table(name: str, root: str | os.PathLike | None = None) -> RawTable:
     except Exception as exc:  # no network, no package, other table: one line, no traceback
         raise DataError(
             f"dataset '{name}' not found: looked at {', '.join(looked)}; ucimlrepo fetch of UCI id "
-            f"{spec.uci_id} failed ({type(exc).__name__}: {_one_line(exc)}); to get it, {HOW_TO_GET}, "
+            f"{spec.uci_id} failed ({type(exc).__name__}: {_one_line(exc)}); to get it, {how_to_get(name)}, "
             f"or download {', '.join(f.name for f in spec.files)} from {spec.url} into {_abs(base / spec.folder)}"
         ) from exc
     prov = {"source": "ucimlrepo cache", "uci_id": spec.uci_id, "fetched_now": True}
