@@ -204,6 +204,20 @@ def build_game(setup: AuditSetup, *, data_dir: str | None = None) -> tuple[Resol
     return resolved, game
 
 
+def prepare_fits(setup: AuditSetup, game_key: str, context: AuditContext):
+    """What a worker needs before an audit's fits: the accounting memo loaded (its CellContext is
+    returned to save it afterwards), the game (checked to be the one planned) and the algorithm."""
+    from dpbench import algorithms
+    from dpbench.cells import CellContext, load_privacy_memo
+
+    cell_context = CellContext(data_dir=context.data_dir, cache_dir=context.cache_dir)
+    load_privacy_memo(cell_context)
+    resolved, game = _game_for(setup, context.data_dir)
+    if resolved.game_key != game_key:
+        raise RuntimeError("audit fits planned for another game (the code changed between planning and running)")
+    return cell_context, resolved, game, algorithms.get(setup.algorithm)
+
+
 def _fits(info, problem, target, rngs: list, params: dict) -> list:
     """One fit per generator: the vectorised twin in one call where the algorithm has one."""
     if info.fit_many is not None and len(rngs) > 1:
@@ -220,15 +234,10 @@ def run_chunk(chunk: AuditChunk, context: AuditContext = AuditContext()) -> dict
     from dpbench import algorithms
     from dpbench.algorithms.releases import observing
     from dpbench.audit_whitebox import WhiteBoxObserver
-    from dpbench.cells import CellContext, load_privacy_memo, save_privacy_memo
+    from dpbench.cells import save_privacy_memo
 
-    cell_context = CellContext(data_dir=context.data_dir, cache_dir=context.cache_dir)
-    load_privacy_memo(cell_context)
-    resolved, game = _game_for(chunk.setup, context.data_dir)
-    if resolved.game_key != chunk.game_key:
-        raise RuntimeError("audit chunk built for another game (the code changed between planning and running)")
+    cell_context, resolved, game, info = prepare_fits(chunk.setup, chunk.game_key, context)
     setup = chunk.setup
-    info = algorithms.get(setup.algorithm)
     X0, y0, X1, y1 = game.neighbours(chunk.adjacency or Adjacency.ADD_REMOVE)
     X, y = (X0, y0) if chunk.side == 0 else (X1, y1)
     problem = algorithms.Problem(model=game.model, X=X, y=y)

@@ -126,18 +126,13 @@ def run_one_run_chunk(chunk: OneRunChunk, context=None) -> dict:
     """Train once with the included canaries and score every canary (a pure function of the chunk)."""
     from dpbench import algorithms, models
     from dpbench.algorithms.releases import observing
-    from dpbench.audit import AuditContext, _game_for
+    from dpbench.audit import AuditContext, prepare_fits
     from dpbench.audit_whitebox import CanariesObserver
-    from dpbench.cells import CellContext, load_privacy_memo, save_privacy_memo
+    from dpbench.cells import save_privacy_memo
 
     context = context or AuditContext()
-    cell_context = CellContext(data_dir=context.data_dir, cache_dir=context.cache_dir)
-    load_privacy_memo(cell_context)
-    resolved, game = _game_for(chunk.setup, context.data_dir)
-    if resolved.game_key != chunk.game_key:
-        raise RuntimeError("one-run audit built for another game (the code changed between planning and running)")
+    cell_context, resolved, game, info = prepare_fits(chunk.setup, chunk.game_key, context)
     setup = chunk.setup
-    info = algorithms.get(setup.algorithm)
     data = widen(game, int(setup.canaries), chunk.adjacency)
     included = membership(chunk.game_key, int(setup.canaries))
     X, y = data.training_set(included)

@@ -736,18 +736,13 @@ def format_audit(result) -> str:
     params = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in result.params.items()) \
         or "defaults"
     confidence = f"{100 * result.confidence:g}%"
-    if result.claimed_epsilon is None:
-        claimed = f"none ({s.algorithm} claims no epsilon; claim: {result.claim})"
-    else:
-        claimed = f"{result.claimed_epsilon:g} at delta = {s.delta:g} (claim: {result.claim})"
     test = "above" if result.direction > 0 else "below"
     score = "the privacy loss of every noisy step along the canary direction" if result.threat == "all_updates" \
         else "a function of the trained model"
-    accounted = "" if result.accounted_epsilon is None else f"; the ledger's accountant: {result.accounted_epsilon:.3g}"
     lines = [
         f"audit: {s.algorithm} [{params}] on {where}, model {s.model}, canary {s.canary}, "
         f"adjacency {result.adjacency}, threat {result.threat} (score: {score})",
-        f"claimed epsilon: {claimed}{accounted}",
+        f"claimed epsilon: {_claimed(result)}",
         f"audited lower bound: epsilon >= {result.epsilon_lower_bound:.3f} at {confidence} confidence "
         f"(ceiling {result.ceiling:.3f} for {result.n_evaluation} evaluation runs a side)",
         f"test: 'D1' when the score is {test} {result.threshold:.6g} (rule {result.threshold_rule}, chosen on "
@@ -758,11 +753,16 @@ def format_audit(result) -> str:
         f"{1000 * result.seconds_per_fit:.2f} ms per fit when run)",
         f"wall time: {result.seconds:.1f} s",
     ]
+    return "\n".join(lines + _verdict(result))
+
+
+def _verdict(result) -> list[str]:
+    """The verdict line of an audit report (none when nothing is claimed)."""
     if result.broken:
-        lines.append(f"verdict: REFUTED -- the claimed epsilon {result.claimed_epsilon:g} is below the lower bound")
-    elif result.claimed_epsilon is not None:
-        lines.append("verdict: not refuted (the bound does not exceed the claimed epsilon)")
-    return "\n".join(lines)
+        return [f"verdict: REFUTED -- the claimed epsilon {result.claimed_epsilon:g} is below the lower bound"]
+    if result.claimed_epsilon is not None:
+        return ["verdict: not refuted (the bound does not exceed the claimed epsilon)"]
+    return []
 
 
 def _claimed(result) -> str:
@@ -786,11 +786,7 @@ def _format_one_run(result) -> str:
         f"confidence (ceiling {result.ceiling:.3f} for {o.r} guesses among {o.m} canaries)",
         f"wall time: {result.seconds:.1f} s (training {result.fit_seconds:.1f} s, {result.reused} reused)",
     ]
-    if result.broken:
-        lines.append(f"verdict: REFUTED -- the claimed epsilon {result.claimed_epsilon:g} is below the lower bound")
-    elif result.claimed_epsilon is not None:
-        lines.append("verdict: not refuted (the bound does not exceed the claimed epsilon)")
-    return "\n".join(lines)
+    return "\n".join(lines + _verdict(result))
 
 
 def _estimate_lines(result) -> list[str]:

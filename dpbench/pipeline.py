@@ -168,15 +168,16 @@ def audit_results(exp: Experiment, *, results: str | Path = "results", data_dir:
                       progress=progress, force=force) for setup in exp.audits]
 
 
-def audit_points(exp: Experiment, results: str | Path, data_dir: str | None = None) -> pd.DataFrame:
+def audit_points(exp: Experiment, results: str | Path, data_dir: str | None = None,
+                 found: list | None = None) -> pd.DataFrame:
     """The audits' lower bounds as check points (metric epsilon_lower_bound, or
     one_run_epsilon_lower_bound for a one-run audit), and the multi-run audits' finite estimates
     (epsilon_estimate), one 'seed' each: an audit is a pure function of its setup, so its numbers
-    are compared exactly like curve points."""
+    are compared exactly like curve points. `found`: the audit results if already at hand."""
     from dpbench.check import POINT
 
     rows = []
-    for r in audit_results(exp, results=results, data_dir=data_dir):
+    for r in found if found is not None else audit_results(exp, results=results, data_dir=data_dir):
         where = {"label": r.setup.label, "dataset_label": r.setup.dataset or r.setup.canary,
                  "model_label": r.setup.model, "epsilon": r.setup.epsilon, "rep": 0}
         one_run = r.setup.canaries is not None
@@ -205,15 +206,14 @@ def seed_points(exp: Experiment, results: str | Path, data_dir: str | None = Non
 
     _, selected, _ = _runs_and_selection(exp, results)
     parts = [points(selected)]
+    found = audit_results(exp, results=results, data_dir=data_dir) if exp.audits else []
     if exp.audits:
-        parts.append(audit_points(exp, results, data_dir))
+        parts.append(audit_points(exp, results, data_dir, found=found))
     if exp.claims:  # a verdict that changes fails the check like a moved point
         from dpbench import claims as claims_mod
 
-        audits = pd.DataFrame([r.row() for r in audit_results(exp, results=results, data_dir=data_dir)]) \
-            if exp.audits else None
-        verdicts = claims_mod.evaluate(exp.claims, claims_mod.per_seed_points(selected), audits)
-        parts.append(claims_mod.check_points(verdicts))
+        audits = pd.DataFrame([r.row() for r in found]) if found else None
+        parts.append(claims_mod.check_points(claims_from(exp, selected, audits)))
     parts = [p for p in parts if not p.empty]
     return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0] if parts else points(selected)
 
@@ -534,15 +534,11 @@ def _selected_for_claims(exp: Experiment, results: str | Path) -> dict[str, pd.D
     records = inventory(exp, results).records
     if records:
         return _runs_and_selection(exp, results, records)[1]
-    path = output_folder(exp, results) / RUNS_FILE
-    if not path.is_file():
+    if not (output_folder(exp, results) / RUNS_FILE).is_file():
         return {}
-    try:
-        from dpbench.stored_tables import load_runs
-    except ImportError:  # pragma: no cover - the module ships with the package
-        load_runs = None
-    runs = load_runs(exp, results) if load_runs is not None else pd.read_csv(path)
-    return curves_mod.selected_by_metric(runs, exp.metrics, exp.selection)
+    from dpbench.stored_tables import load_runs
+
+    return curves_mod.selected_by_metric(load_runs(exp, results), exp.metrics, exp.selection)
 
 
 def _audits_for_claims(exp: Experiment, results: str | Path) -> pd.DataFrame | None:

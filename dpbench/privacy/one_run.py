@@ -68,6 +68,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, special, stats
 
+from dpbench.privacy.audit_bounds import _check_alpha, _check_delta
+
 #: upper end of the eps search (q = expit(30) = 1 - 9.4e-14); only r > ~10^13 guesses reach it
 EPSILON_CAP = 30.0
 #: eps grid scanned before bisecting when 2 m delta > 1 (where monotonicity in eps is unproven)
@@ -87,20 +89,6 @@ def _check_count(name: str, value) -> int:
     if value < 0:
         raise ValueError(f"{name} must be >= 0, got {value}")
     return int(value)
-
-
-def _check_alpha(alpha: float) -> float:
-    a = float(alpha)
-    if not (0.0 < a < 1.0):
-        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
-    return a
-
-
-def _check_delta(delta: float) -> float:
-    d = float(delta)
-    if not (0.0 <= d < 1.0):
-        raise ValueError(f"delta must be in [0, 1), got {delta!r}")
-    return d
 
 
 def _check_counts(correct, guesses, canaries) -> tuple[int, int, int]:
