@@ -180,7 +180,7 @@ def test_noise_is_the_analytic_gaussian_and_the_release_is_core_plus_one_draw(ep
     theta0 = p.model.init(rng)
     plan = plan_output_gd(p.model, 400, epochs=60, l2=0.05)
     core = output_gd_core(p.model, X, y, theta0, steps=60, lr=plan.lr, l2=0.05, radius=plan.radius)
-    np.testing.assert_array_equal(fit.theta, core + rng.normal(0.0, s, size=6))
+    np.testing.assert_allclose(fit.theta, core + rng.normal(0.0, s, size=6), rtol=1e-12, atol=1e-15)  # one draw added to the core; last bits are not compared
     assert fit.trace == []
 
 

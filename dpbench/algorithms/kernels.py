@@ -26,22 +26,15 @@ this module (numba `cache=True`), so a process pays the ~1-2 s compile only once
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 
+from dpbench import jit
+from dpbench.jit import HAVE_NUMBA, njit  # noqa: F401  (HAVE_NUMBA: re-exported for callers)
 from dpbench.models.base import Model
 from dpbench.models.linear import LogisticRegression, RidgeRegression
 from dpbench.models.mlp import MLP
 
-try:  # numba is a dependency, but a platform without its wheels still runs (numpy path)
-    from numba import njit
-    HAVE_NUMBA = True
-except ImportError:  # pragma: no cover - exercised only where numba is absent
-    HAVE_NUMBA = False
-
-    def njit(*args, **kwargs):  # type: ignore[no-redef]
-        return (lambda f: f) if not args or not callable(args[0]) else args[0]
 
 #: loss codes of the GLM kernels: phi'(z; y) for logistic regression and ridge (models.linear)
 LOGISTIC, SQUARED = 0, 1
@@ -52,8 +45,8 @@ CHUNK_FLOATS = 1 << 17
 
 
 def jit_enabled() -> bool:
-    """True when the compiled loops are used: numba importable and DPBENCH_JIT is not 0."""
-    return HAVE_NUMBA and os.environ.get("DPBENCH_JIT", "1").strip().lower() not in ("0", "false", "no", "off")
+    """`dpbench.jit.jit_enabled` (looked up at call time, so tests can set DPBENCH_JIT)."""
+    return jit.jit_enabled()
 
 
 def _plain_reg(model: Model) -> bool:

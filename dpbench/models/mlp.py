@@ -31,6 +31,9 @@ from typing import Annotated
 
 from dpbench.registry import Param
 
+from dpbench.jit import jit_enabled
+
+from . import mlp_kernels
 from .base import Model, clip_factors, model
 from .linear import L2
 
@@ -69,6 +72,8 @@ def _softplus_d2(A: np.ndarray, D1: np.ndarray) -> np.ndarray:
 
 #: activation name -> (f: Z -> (act(z), act'(z)) overwriting Z, g: (act, act') -> act''); all smooth.
 ACTIVATIONS = {"tanh": (_tanh, _tanh_d2), "softplus": (_softplus, _softplus_d2)}
+#: activation name -> code of the compiled backward pass (`mlp_kernels.mlp_rows`)
+_ACTIVATION_CODES = {"tanh": mlp_kernels.TANH, "softplus": mlp_kernels.SOFTPLUS}
 
 
 @model(description="one hidden layer (width `hidden`, None = n_features), smooth activation "
@@ -161,6 +166,49 @@ class MLP(Model):
         delta *= s[:, None]
         return A, s, delta, u
 
+    def _compiled(self) -> bool:
+        """True when `_rows` (the compiled backward pass) replaces the numpy passes (DPBENCH_JIT, numba)."""
+        return self.activation in _ACTIVATION_CODES and jit_enabled()
+
+    #: rows per block of `_rows`: Z, A and delta of a block (1024 x h floats) stay in L2 between the passes
+    #: (measured on Adult, n = 27,000, h = 105, one thread: 58 ms unblocked, 41 ms at 512-1024 rows, 45 at 4096)
+    _row_block: int = 1024
+
+    def _rows(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray, clip_norm: float):
+        """(gradient SUM over rows (m,), outputs u (n,), gradient norms (n,) or empty), block of rows by
+        block: the forward GEMM and the activation in numpy, then `mlp_kernels.mlp_rows` (every elementwise
+        step and the b1, w2, b2 blocks in one pass per row), then delta^T X for W1, accumulated. clip_norm
+        > 0: each row's gradient clipped to that norm first (c_i delta_i, c_i s_i); 0: no clipping. The
+        numpy twin is `_backward` + `_mean_grad` (unclipped) and the einsum code of `clipped_grad_sum`."""
+        W1, b1, w2, b2 = self.unpack(theta)
+        n, h, d = X.shape[0], self.hidden, self.n_features
+        rows = min(n, self._row_block)
+        clip = clip_norm > 0.0
+        act = _ACTIVATION_CODES[self.activation]
+        y = np.ascontiguousarray(y)
+        u, s = np.empty(n), np.empty(n)
+        norms = np.empty(n if clip else 0)
+        gW1, gb1, gw2, gb2 = np.zeros((h, d)), np.zeros(h), np.zeros(h), 0.0
+        block_b1, block_w2, block_W1 = np.empty(h), np.empty(h), np.empty((h, d))
+        Z_buffer, D_buffer = np.empty((rows, h)), np.empty((rows, h))
+        for a in range(0, n, rows):
+            b = min(n, a + rows)
+            Xb = X[a:b]
+            Z = np.matmul(Xb, W1.T, out=Z_buffer[:b - a])
+            Z += b1
+            if act == mlp_kernels.TANH:
+                A = np.tanh(Z, out=Z)
+                D = D_buffer[:b - a]  # becomes delta
+            else:
+                A, D = self._act(Z)  # D: the Z buffer, now act'(z), becomes delta
+            gb2 += mlp_kernels.mlp_rows(A, D, act, w2, b2, y[a:b],
+                                        mlp_kernels.row_sq_norms(Xb) if clip else norms, clip_norm,
+                                        u[a:b], s[a:b], norms[a:b], block_b1, block_w2)
+            gb1 += block_b1
+            gw2 += block_w2
+            gW1 += np.matmul(D.T, Xb, out=block_W1)
+        return self.pack(gW1, gb1, gw2, gb2), u, norms
+
     def decision_function(self, theta: np.ndarray, X: np.ndarray) -> np.ndarray:
         """Output score u = w2 . act(W1 x + b1) + b2 (pre-sigmoid), one per row."""
         return self._forward(theta, _as_f64(X))[-1]
@@ -190,6 +238,8 @@ class MLP(Model):
     def data_grad(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Backprop of the mean loss: (1/n)[delta^T X, sum delta, A^T s, sum s]; no (n, m) matrix."""
         X, y = _as_f64(X), _as_f64(y)
+        if self._compiled():
+            return self._rows(theta, X, y, 0.0)[0] / X.shape[0]
         A, s, delta = self._backward(theta, X, y)
         return self._mean_grad(X, A, s, delta)
 
@@ -199,6 +249,9 @@ class MLP(Model):
     def loss_and_grad(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
         """`loss` and `grad` from one forward pass (bit for bit the two calls' numbers)."""
         X, y = _as_f64(X), _as_f64(y)
+        if self._compiled():
+            gsum, u, _ = self._rows(theta, X, y, 0.0)
+            return float(np.mean(self._losses_from(u, y))) + self.reg(theta), gsum / X.shape[0] + self.reg_grad(theta)
         A, s, delta, u = self._backward_from(self._forward(theta, X), y)
         value = float(np.mean(self._losses_from(u, y))) + self.reg(theta)
         return value, self._mean_grad(X, A, s, delta) + self.reg_grad(theta)
@@ -214,9 +267,13 @@ class MLP(Model):
         Returns (sum (m,), pre-clip norms (n,)); agrees with `Model.clipped_grad_sum`.
         """
         X, y = _as_f64(X), _as_f64(y)
+        if self._compiled():
+            clip_factors(np.ones(1), clip_norm)  # the same check of clip_norm
+            gsum, _, norms = self._rows(theta, X, y, float(clip_norm))
+            return gsum, norms
         A, s, delta = self._backward(theta, X, y)
         dd = np.einsum("ij,ij->i", delta, delta)
-        xx = np.einsum("ij,ij->i", X, X)
+        xx = mlp_kernels.row_sq_norms(X)
         aa = np.einsum("ij,ij->i", A, A)
         norms = np.sqrt(dd * (xx + 1.0) + s * s * (aa + 1.0))
         c = clip_factors(norms, clip_norm)
