@@ -5,6 +5,8 @@
 #   make test      `make check`, then the fast test suite (what CI runs)
 #   make check     every experiment's ci profile against its stored reference curves
 #   make test-slow the paper-scale tests (marker `slow`), left out of make test
+#   make bench-opacus  install the optional extra (torch + opacus), then compare dpbench's DP-SGD
+#                  steps with Opacus (`dpbench bench --against opacus`, results/bench-opacus.json)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -15,11 +17,14 @@ export DPBENCH_DATA
 # the paper experiments, and the plugin example (README, "Benchmark your own algorithm")
 EXPERIMENTS := $(wildcard experiments/*.yaml) examples/my_algorithm/experiment.yaml
 STAMP := $(VENV)/.installed
+# bench-opacus: torch pinned to the version whose CPU wheel pip finds on this project's machines,
+# installed with the extra; the extra's plain `torch>=2.0` could otherwise pull a multi-GB CUDA build
+TORCH ?= torch==2.13.0
 
-.PHONY: install test test-slow pytest check figures fetch verify bench help
+.PHONY: install test test-slow pytest check figures fetch verify bench bench-opacus help
 
 help:
-	@echo "make figures | make fetch | make test (= check + pytest) | make check | make test-slow | make bench | make verify | make install"
+	@echo "make figures | make fetch | make test (= check + pytest) | make check | make test-slow | make bench | make bench-opacus | make verify | make install"
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -45,6 +50,10 @@ figures: fetch
 bench: $(STAMP)
 	$(BIN)/dpbench bench
 	OPENBLAS_NUM_THREADS=2 OMP_NUM_THREADS=2 $(BIN)/dpbench bench --suite steps --output results/bench-blas2.json
+
+bench-opacus: $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check $(TORCH) -e ".[opacus]"
+	$(BIN)/dpbench bench --against opacus --output results/bench-opacus.json
 
 fetch: $(STAMP)  # present verified files are neither downloaded nor written (../shared/data stays untouched)
 	$(BIN)/dpbench data fetch

@@ -34,11 +34,18 @@ of `best_of` such runs; examples/s = B * calls/s). Cells run with one BLAS threa
          the accountant's noise calibration unless an earlier fit in the process already calibrated the
          same (eps, delta, q, T) (calibrations are memoised); `seconds_repeat` is the best of
          `repeats` further runs with warm caches.
+  accounting  PLD noise calibrations (`calibrate_dpsgd_noise`, "pld") uncached, in seconds, through
+         dp-accounting's accountant and through `privacy.pld_gaussian` (what dpbench runs), at batch-1
+         settings on Adult's training split (q = 1/27,134, T = 27,134) and batch 64.
   many   audit-sized trainings: `fits` (1,000) trainings of DP-SGD (20 epochs, batch 200, clip 0.1)
          and DP-GD (20 steps) on 400 random rows x 31 features (logreg), one `fit` at a time vs
          one vectorised `fit_many` (`algorithms.vectorised_fits`); `path` says whether the fits'
          steps were observed (`releases.observing`, as an all-updates audit does: single fits then
          leave the compiled loop); seconds and fits/s.
+  opacus (`dpbench bench --against opacus`, not in SUITES: needs the optional extra
+         `pip install torch==2.13.0 'dpbench[opacus]'`) the steps suite's DP-SGD steps through Opacus
+         (`dpbench.bench_opacus.opacus_suite`: float32, torch's threads, `mode` "hooks" and "ghost"),
+         next to the steps suite at the same shapes, and their ratio (`bench_opacus.compare`).
 """
 
 from __future__ import annotations
@@ -457,8 +464,47 @@ def many_suite(data_dir: str | None = None, repeats: int = 1, *, data=None, fits
     return records
 
 
+#: (epsilon, delta, n) timed by the `accounting` suite: batch-1 DP-SGD / PIDP-SGD on Adult's training split
+#: (q = 1/n, T = n, the slowest calibrations of the paper experiments) and a minibatch setting
+ACCOUNTING_CASES: list[tuple[float, float, int, int]] = [(0.1, 1e-5, 27_134, 1), (1.0, 1e-5, 27_134, 1),
+                                                          (0.1, 1e-5, 27_134, 64)]
+
+
+def accounting_suite(data_dir: str | None = None, repeats: int = 1, *, data=None,
+                     cases: list[tuple[float, float, int, int]] | None = None) -> list[dict]:
+    """PLD noise calibrations (`calibrate_dpsgd_noise`, accountant "pld"), uncached, in seconds: each case
+    (eps, delta, n, batch) with q = batch/n and T = epochs(1) * n / batch, once through dp-accounting's
+    PLDAccountant for every evaluation (`path` "library") and once through `privacy.pld_gaussian`, the
+    same construction with its per-grid-point loop vectorised ("vectorised", what dpbench runs); the
+    records give both z so a reader sees they agree. data_dir and data are unused."""
+    from dpbench.privacy import accounting, pld_gaussian
+
+    records, memo = [], accounting.memo_entries()
+    for eps, delta, n, batch in (ACCOUNTING_CASES if cases is None else cases):
+        q, steps = batch / n, max(1, round(n / batch))
+        for path in ("library", "vectorised"):
+            saved = pld_gaussian._BUILD
+            if path == "library":
+                pld_gaussian._BUILD = None  # `subsampled_gaussian_epsilon` then defers to the accountant
+            try:
+                times, z = [], None
+                for _ in range(max(1, repeats)):
+                    accounting._MEMO.clear()  # uncached: every evaluation recomputed
+                    started = time.perf_counter()
+                    z = accounting.calibrate_dpsgd_noise(eps, delta, q, steps, "pld")
+                    times.append(time.perf_counter() - started)
+            finally:
+                pld_gaussian._BUILD = saved
+                accounting._MEMO.clear()
+                accounting.memo_preload(memo)
+            records.append(_record("accounting", "calibrate_dpsgd_noise", "-", f"pld eps={eps:g} q={batch}/{n} T={steps}",
+                                   batch, n, 0, seconds=min(times), path=path, noise_multiplier=z))
+    return records
+
+
 SUITES: dict[str, Callable[..., list[dict]]] = {"steps": steps_suite, "grads": grads_suite, "pidp": pidp_suite,
-                                                "fits": fits_suite, "many": many_suite}
+                                                "fits": fits_suite, "many": many_suite,
+                                                "accounting": accounting_suite}
 
 
 def _target_text(rec: dict) -> str:
@@ -480,8 +526,8 @@ def format_table(records: list[dict]) -> str:
     if "batch_size" in df:
         df["batch_size"] = [("" if b is None or (isinstance(b, float) and math.isnan(b)) else f"{float(b):g}")
                             for b in df["batch_size"]]
-    cols = [c for c in ("suite", "algorithm", "model", "measure", "path", "batch_size", "n_params", "steps", "seconds",
-                        "seconds_repeat", "examples_per_s", "fits_per_s", "target", "note") if c in df]
+    cols = [c for c in ("suite", "algorithm", "model", "measure", "path", "mode", "batch_size", "n_params", "steps",
+                        "seconds", "seconds_repeat", "examples_per_s", "fits_per_s", "noise_multiplier", "target", "note") if c in df]
     with pd.option_context("display.width", 200, "display.max_rows", 1000, "display.max_colwidth", 40,
                            "display.float_format", lambda v: f"{v:,.4g}"):
         return df[cols].to_string(index=False, na_rep="")

@@ -3,7 +3,8 @@
 Exit codes:
   0  done;
   1  cells failed (`run` lists them; the others are stored), or `check` found moved curves, or
-     `data verify` / `data fetch` found a file missing or corrupt (fetch: also a network failure);
+     `data verify` / `data fetch` found a file missing or corrupt (fetch: also a network failure),
+     or `bench --against opacus` found torch or opacus not installed (one line: how to install);
   2  a usage error: bad YAML, option or argument, missing data, a results folder that cannot be
      one (one line `error: ...`);
   3  the file system refused a write or read of results: read-only, full (ENOSPC), no
@@ -22,6 +23,10 @@ import time
 from pathlib import Path
 
 import click
+
+#: the thread settings the user gave (before the defaults below): `bench --against opacus` gives torch
+#: its own default thread count unless the user set one
+_USER_THREAD_ENV = {v: os.environ[v] for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS") if v in os.environ}
 
 # One BLAS thread per process: cells are small and run in parallel, so threads inside a cell only
 # contend (measured 5-20x slowdowns), and the last bits of a BLAS sum depend on how many threads
@@ -807,21 +812,66 @@ def _estimate_lines(result) -> list[str]:
 @main.command()
 @click.option("--suite", "suites", multiple=True, type=click.Choice(tuple(BENCH_SUITES)),
               help="suite to run (repeatable; default: all); what each measures: dpbench/bench.py")
+@click.option("--against", type=click.Choice(["opacus"]), default=None,
+              help="instead of the suites: dpbench's DP-SGD steps (the steps suite) side by side with Opacus "
+                   "(hooks and ghost clipping) per model and batch size, and their ratio; needs the optional "
+                   "extra: pip install torch==2.13.0 'dpbench[opacus]' (dpbench/bench_opacus.py)")
 @click.option("--repeats", default=1, show_default=True, type=click.IntRange(1), help="best of this many runs")
 @click.option("--output", default="results/bench.json", show_default=True, type=click.Path(dir_okay=False),
               help="where the JSON records go")
 @click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False), help=DATA_HELP)
-def bench(suites, repeats, output, data_dir) -> None:
-    """Speed benchmarks: print a table and write results/bench.json (machine info + records)."""
+def bench(suites, against, repeats, output, data_dir) -> None:
+    """Speed benchmarks: print a table and write results/bench.json (machine info + records).
+
+    With --against opacus: the steps suite (logreg and mlp, B in 1, 64, 256, 1024; dpbench in
+    float64 on one BLAS thread) and the same DP-SGD steps through Opacus (float32, torch's default
+    thread count unless OMP_NUM_THREADS is set), both tables and the comparison (dpbench / the
+    faster Opacus mode, target 20x); the JSON holds "records" and "comparison". Exit 1 with the
+    install line when torch or opacus is missing.
+    """
     import json
 
     from dpbench import bench as bench_mod
     from dpbench.store import atomic_write_text
 
+    if against is not None and suites:
+        raise DpbenchError(f"--against {against} runs its own suites (steps, {against}); leave out --suite")
+    if against == "opacus":
+        from dpbench import bench_opacus
+
+        try:
+            framework = bench_opacus.framework()
+        except ImportError:
+            click.echo(f"error: {bench_opacus.INSTALL_HINT}", err=True)
+            sys.exit(1)
     chosen = suites or tuple(bench_mod.SUITES)
     info = bench_mod.machine_info()
     click.echo(f"machine: {info['cores']} cores, numpy {info['numpy']}, BLAS {info['blas']}, "
                f"BLAS threads {info['blas_threads']}")
+    if against == "opacus":
+        # torch's own default unless the user set a thread count (dpbench's OMP_NUM_THREADS=1 is for its cells)
+        threads = None if _USER_THREAD_ENV else bench_opacus.torch_default_threads()
+        started = time.perf_counter()
+        records = bench_mod.steps_suite(data_dir=data_dir, repeats=repeats, models=bench_opacus.MODELS,
+                                        batch_sizes=bench_opacus.BATCH_SIZES, long_run=0)
+        click.echo(f"suite steps: {time.perf_counter() - started:.1f} s")
+        started = time.perf_counter()
+        opacus_records = bench_opacus.opacus_suite(data_dir=data_dir, repeats=repeats, threads=threads)
+        click.echo(f"suite opacus ({framework}, torch threads "
+                   f"{opacus_records[0].get('torch_threads') if opacus_records else threads}): "
+                   f"{time.perf_counter() - started:.1f} s")
+        comparison = bench_opacus.compare(records, opacus_records)
+        info["against"] = framework
+        click.echo(bench_mod.format_table(records))
+        click.echo("")
+        click.echo(bench_mod.format_table(opacus_records))
+        click.echo("")
+        click.echo(bench_opacus.format_comparison(comparison))
+        records += opacus_records
+        atomic_write_text(output, json.dumps({"machine": info, "records": records, "comparison": comparison},
+                                             indent=2, default=str))
+        click.echo(f"written: {output}")
+        return
     records = []
     for name in chosen:
         started = time.perf_counter()

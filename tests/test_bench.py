@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from dpbench import bench
+from dpbench.privacy import accounting
 
 TINY = dict(min_time=0.002, best_of=1, batch_sizes=(1, 8))
 
@@ -144,3 +145,12 @@ def test_many_suite(tiny_data):
         (a, f"3 fits, {m}", p) for a in ("dpsgd", "dp_gd") for m in ("one at a time", "fit_many")
         for p in ("observed", "unobserved")}
     assert "fits_per_s" in bench.format_table(records).splitlines()[0]
+
+
+def test_accounting_suite_times_both_paths_and_they_agree():
+    records = bench.accounting_suite(cases=[(1.0, 1e-5, 2000, 1)])
+    assert [r["path"] for r in records] == ["library", "vectorised"]
+    assert all(r["seconds"] > 0 for r in records)
+    z_library, z_vectorised = (r["noise_multiplier"] for r in records)
+    assert z_vectorised == pytest.approx(z_library, rel=1e-6)
+    assert z_library == pytest.approx(accounting.calibrate_dpsgd_noise(1.0, 1e-5, 1 / 2000, 2000, "pld"), rel=1e-6)
