@@ -11,8 +11,13 @@ numpy twin that consumes the *same* draws:
   pidp_glm_steps          `pidp._step_function` (logreg path)    PIDP-SGD, logistic regression
   pidp_mlp_steps          `pidp._step_function` (MLP path)       PIDP-SGD, the MLP
 
-The two paths agree to ~1e-15 per step (only the order of the dot products' additions
-differs; no fastmath, so no contraction into FMAs); tests check 1e-12 on whole runs.
+The two paths agree to ~1e-15 per step: the step kernels are compiled with
+fastmath={"reassoc", "contract"} (no other fast-math flag: NaN, inf and signed zeros keep their
+IEEE meaning), so LLVM may reorder the additions of a dot product and contract a*b + c into an FMA.
+Without it each dot product over d = 105 features is one chain of dependent additions (~4 cycles
+each); with it the reductions are vectorised. Measured on Adult, one thread: DP-SGD logreg batch
+256 3.3M -> 5.8M examples/s, batch 1 614k -> 739k steps/s; PIDP-SGD MLP batch-1 steps 64k -> 131k
+steps/s noise-free, 35k -> 54k noisy. Tests check 1e-12 on whole runs.
 
 Models: logistic regression and ridge (the GLMs of `models.linear`, loss codes below) with the
 plain L2 regulariser; the tanh/softplus MLP for PIDP. Anything else -- another model, a
@@ -95,7 +100,7 @@ def _dphi(loss: int, z: float, y: float) -> float:
     return 2.0 * (z - y)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
 def glm_sgd_steps(theta, X, y, xnorm, offsets, rows, noise, noise_std, lrs, loss, clip_norm, expected_batch,
                   l2, radius, t0, t1):  # pragma: no cover - compiled
     """Steps t0..t1-1 of `sgd.run_sgd` for a GLM, theta updated in place.
@@ -141,7 +146,7 @@ def glm_sgd_steps(theta, X, y, xnorm, offsets, rows, noise, noise_std, lrs, loss
                     theta[j] = theta[j] * f
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
 def pidp_glm_steps(theta, X, y, xnorm, rows, free, noise, noise_scale, lr, shrink, clip_norm):  # pragma: no cover
     """Batch-1 steps of PIDP-SGD for logistic regression (lines 11-14 of [S0] Alg. 1), in place.
 
@@ -169,7 +174,7 @@ def pidp_glm_steps(theta, X, y, xnorm, rows, free, noise, noise_scale, lr, shrin
             j += 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
 def pidp_mlp_steps(theta, X, y, xx, rows, free, noise, noise_scale, lr, shrink, clip_norm, hidden,
                    act):  # pragma: no cover
     """Batch-1 steps of PIDP-SGD for the one-hidden-layer MLP (theta = [W1 (h x d), b1, w2, b2]).
