@@ -320,3 +320,23 @@ def test_sample_and_aggregate_validation():
         center_of_attention(P, 0.0, 1e-5, 100.0)
     with pytest.raises(ValueError, match="delta"):
         center_of_attention(P, 1.0, 0.0, 100.0)
+
+
+@pytest.mark.parametrize("jit", ["1", "0"])
+def test_compiled_clamped_extremes_equal_numpy(jit, monkeypatch):
+    """Algorithm 3's one-pass clamped min / max / sum (m = 1) against clamping then `_extremes`."""
+    from dpbench.privacy import smooth_sensitivity as ss
+
+    monkeypatch.setenv("DPBENCH_JIT", jit)
+    rng = np.random.default_rng(3)
+    A = rng.standard_cauchy((5000, 7))
+    lo, hi = np.full(7, -2.0), np.linspace(0.5, 3.0, 7)
+    lo[2] = -50.0  # a column barely clamped
+    want = ss._extremes(ss._clamped(A, lo, hi), 1)
+    got = ss._clamped_extremes(A, 1, lo, hi)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-12, atol=1e-9)
+    for m in (0, 3):  # other trims: the numpy code
+        for g, w in zip(ss._clamped_extremes(A, m, lo, hi), ss._extremes(ss._clamped(A, lo, hi), m)):
+            np.testing.assert_array_equal(g, w)
