@@ -5,7 +5,8 @@ all n = 45,222 preprocessed Adult rows, d = 105; `bench._data`) and the same two
 (d -> 1) and the MLP (d -> d -> 1 with tanh, 11,236 parameters), at expected batch sizes B in
 {1, 64, 256, 1024}. On both sides one step is the whole of DP-SGD: Poisson sampling of the batch
 (every row independently at rate ~B/n), per-example gradients, clipping to norm 1, Gaussian noise
-(multiplier 1) and the parameter update (lr 0.1).
+(multiplier 1) and the parameter update (lr 0.1). Opacus' logreg is `nn.Linear(d, 1)` with its bias
+(106 parameters against dpbench's 105, whose data carry an intercept feature); the MLPs match.
 
 - dpbench: the `steps` suite of `dpbench.bench` (`sgd.run_sgd`, the loop DP-SGD fits run), best of
   its paths ("compiled" numba kernels for logreg, "numpy" otherwise); examples/s = B * steps/s.
