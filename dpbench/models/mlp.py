@@ -201,8 +201,8 @@ class MLP(Model):
                 D = D_buffer[:b - a]  # becomes delta
             else:
                 A, D = self._act(Z)  # D: the Z buffer, now act'(z), becomes delta
-            gb2 += mlp_kernels.mlp_rows(A, D, act, w2, b2, y[a:b],
-                                        mlp_kernels.row_sq_norms(Xb) if clip else norms, clip_norm,
+            xx = mlp_kernels.row_sq_norms(Xb) if clip else norms  # unread without clipping (norms is empty then)
+            gb2 += mlp_kernels.mlp_rows(A, D, act, w2, b2, y[a:b], xx, clip_norm,
                                         u[a:b], s[a:b], norms[a:b], block_b1, block_w2)
             gb1 += block_b1
             gw2 += block_w2
@@ -247,7 +247,9 @@ class MLP(Model):
         return self.pack(delta.T @ X, delta.sum(axis=0), A.T @ s, s.sum()) / X.shape[0]
 
     def loss_and_grad(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
-        """`loss` and `grad` from one forward pass (bit for bit the two calls' numbers)."""
+        """`loss` and `grad` from one forward pass: the two calls' numbers, bit for bit on the numpy path
+        (DPBENCH_JIT=0); on the compiled path (`_rows`) the loss comes from the kernel's outputs u, equal to
+        `loss` up to rounding."""
         X, y = _as_f64(X), _as_f64(y)
         if self._compiled():
             gsum, u, _ = self._rows(theta, X, y, 0.0)
