@@ -1,6 +1,7 @@
 # dpbench: every target installs what it needs into .venv first.
 #   make figures   fetch missing raw files (`dpbench data fetch`, a no-op when all are present), then run
-#                  every experiment in experiments/ (full profile) and draw its figures
+#                  every experiment in experiments/ (full profile), draw its figures and build the report
+#   make report    the static HTML report (results/index.html, one page per experiment) from the stored tables
 #   make fetch     download the original UCI files missing from $(DPBENCH_DATA) (needs the network)
 #   make test      `make check`, then the fast test suite (what CI runs)
 #   make check     every experiment's ci profile against its stored reference curves
@@ -21,10 +22,10 @@ STAMP := $(VENV)/.installed
 # installed with the extra; the extra's plain `torch>=2.0` could otherwise pull a multi-GB CUDA build
 TORCH ?= torch==2.13.0
 
-.PHONY: install test test-slow pytest check figures fetch verify bench bench-opacus help
+.PHONY: install test test-slow pytest check figures report fetch verify bench bench-opacus help
 
 help:
-	@echo "make figures | make fetch | make test (= check + pytest) | make check | make test-slow | make bench | make bench-opacus | make verify | make install"
+	@echo "make figures | make report | make fetch | make test (= check + pytest) | make check | make test-slow | make bench | make bench-opacus | make verify | make install"
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -46,6 +47,10 @@ check: $(STAMP)
 
 figures: fetch
 	$(BIN)/dpbench run $(EXPERIMENTS) --jobs $(JOBS)
+	$(BIN)/dpbench report $(EXPERIMENTS)
+
+report: $(STAMP)
+	$(BIN)/dpbench report $(EXPERIMENTS)
 
 bench: $(STAMP)
 	$(BIN)/dpbench bench

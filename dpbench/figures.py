@@ -18,12 +18,28 @@ from dpbench.registry import BUILT_IN, Declared, Param, Registry, current_source
 
 
 @dataclass(frozen=True)
+class View:
+    """How the interactive report (dpbench.report_figures) lays a figure kind's table out: `x` is the
+    column on the x axis (`x_title` its label, log scale first when `x_log`), one panel per distinct
+    value of the `panels` columns, and within a panel one line per algorithm label and distinct
+    value of the `lines` columns. Non-private rows (epsilon empty) are a horizontal line when x is
+    epsilon and are repeated in every panel when epsilon is a panel column."""
+
+    x: str
+    x_title: str
+    panels: tuple[str, ...]
+    lines: tuple[str, ...] = ()
+    x_log: bool = True
+
+
+@dataclass(frozen=True)
 class FigureKind(Declared):
     name: str
     description: str
     draw: Callable[..., list]
     table: str = "curves"  # "curves" | "traces"
     needs: str | None = None  # None | "trace" | "n" | "d"
+    view: View | None = None  # None: the report shows the static figure only
     params: tuple[Param, ...] = ()
     source: str = BUILT_IN
 
@@ -34,18 +50,19 @@ class FigureKind(Declared):
 FIGURES: Registry[FigureKind] = Registry("figure kind", builtins="dpbench.plots", group="dpbench.figures")
 
 
-def figure_kind(name: str, *, description: str, table: str = "curves", needs: str | None = None
-                ) -> Callable[[Callable[..., list]], Callable[..., list]]:
-    """Declare a drawing function as figure kind `name` (module docstring)."""
+def figure_kind(name: str, *, description: str, table: str = "curves", needs: str | None = None,
+                view: View | None = None) -> Callable[[Callable[..., list]], Callable[..., list]]:
+    """Declare a drawing function as figure kind `name` (module docstring); `view` lays it out in
+    the interactive report (without one the report shows the static PNG)."""
     if table not in ("curves", "traces"):
         raise ValueError(f"table must be curves or traces, got {table!r}")
 
     def declare(draw: Callable[..., Any]) -> Callable[..., Any]:
         FIGURES.register(FigureKind(name=name, description=description, draw=draw, table=table, needs=needs,
-                                    params=params_of(draw), source=current_source()))
+                                    view=view, params=params_of(draw), source=current_source()))
         return draw
 
     return declare
 
 
-__all__ = ["FIGURES", "FigureKind", "figure_kind"]
+__all__ = ["FIGURES", "FigureKind", "View", "figure_kind"]

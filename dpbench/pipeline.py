@@ -24,9 +24,9 @@ from dpbench import curves as curves_mod
 from dpbench import plots, runner
 from dpbench.cells import RECORD_FIELDS, Cell, CellContext, optimum_path, prepare_optimum, run_cell
 from dpbench.errors import DataError, DpbenchError, SpecError
-from dpbench.figures import FIGURES
+from dpbench.figures import FIGURES, FigureKind
 from dpbench.registry import resolve_paths
-from dpbench.spec import DEFAULT_PROFILE, Experiment
+from dpbench.spec import DEFAULT_PROFILE, Experiment, FigureSpec
 from dpbench.store import ResultStore, RoutedStore, atomic_write_bytes_via, atomic_write_text
 
 RUNS_FILE = "runs.csv.gz"  # the per-cell table of an output folder
@@ -359,15 +359,38 @@ def render(exp: Experiment, *, results: str | Path = "results", summary: runner.
 def draw_figures(exp: Experiment, curves: pd.DataFrame, traces: pd.DataFrame, folder: Path, *, note: str = "",
                  skipped: tuple[str, ...] = (), data_dir: str | None = None,
                  marks: pd.DataFrame | None = None) -> list[Path]:
-    """Draw every figure of the spec from the curves (or trace-curves) table into `folder`.
+    """Draw every figure of the spec (`figure_tables`) into `folder`; returns the written files."""
+    figures: list[Path] = []
+    order = [a.label for a in exp.algorithms]
+    for shown in figure_tables(exp, curves, traces, note=note, skipped=skipped, data_dir=data_dir, marks=marks):
+        figures += shown.kind.draw(shown.table, shown.figure.metric, folder / shown.figure.name, title=shown.title,
+                                   algorithm_order=order, **dict(shown.figure.options))
+    return figures
+
+
+@dataclass(frozen=True)
+class ShownFigure:
+    """One figure of a spec with the rows it draws: the static figures (`draw_figures`) and the
+    interactive report (dpbench.report) draw the same `table`."""
+
+    figure: FigureSpec
+    kind: FigureKind
+    table: pd.DataFrame
+    title: str
+
+
+def figure_tables(exp: Experiment, curves: pd.DataFrame, traces: pd.DataFrame, *, note: str = "",
+                  skipped: tuple[str, ...] = (), data_dir: str | None = None,
+                  marks: pd.DataFrame | None = None, baseline: bool = True) -> list[ShownFigure]:
+    """Each figure of the spec with the curves (or trace-curves) rows it shows and its title.
 
     A figure restricted to data sets some of which have no curve says so in its title (an optional
     data set skipped because its file was absent, or no results). A figure with `baseline:
     majority` gets the majority-class accuracy of each data set's test split as a column
-    (`majority_accuracy`, from `majority_rates`), since the tables do not carry the label balance.
+    (`majority_accuracy`, from `majority_rates`, which reads the data; `baseline=False` leaves it
+    out), since the tables do not carry the label balance.
     """
-    figures: list[Path] = []
-    order = [a.label for a in exp.algorithms]
+    out = []
     for fig in exp.figures:
         kind = FIGURES.lookup(fig.kind)
         table = traces if kind.table == "traces" else curves
@@ -385,12 +408,11 @@ def draw_figures(exp: Experiment, curves: pd.DataFrame, traces: pd.DataFrame, fo
                 title += " · no panel for " + "; ".join(f"{d} ({w})" for d, w in zip(absent, why))
         if marks is not None and not marks.empty and not shown.empty and kind.table != "traces":
             shown = _with_marks(shown, marks)
-        if dict(fig.options).get("baseline") == "majority" and not shown.empty:
+        if baseline and dict(fig.options).get("baseline") == "majority" and not shown.empty:
             rates = majority_rates(exp, sorted(set(shown["dataset_label"])), data_dir)
             shown = shown.assign(majority_accuracy=shown["dataset_label"].map(rates))
-        figures += kind.draw(shown, fig.metric, folder / fig.name, title=title, algorithm_order=order,
-                             **dict(fig.options))
-    return figures
+        out.append(ShownFigure(figure=fig, kind=kind, table=shown, title=title))
+    return out
 
 
 def majority_rates(exp: Experiment, dataset_labels: list[str], data_dir: str | None = None) -> dict[str, float]:

@@ -31,7 +31,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from dpbench.curves import RATES, fit_rate, mean_ci, reference_curve  # noqa: E402
-from dpbench.figures import figure_kind  # noqa: E402
+from dpbench.figures import View, figure_kind  # noqa: E402
 from dpbench.metrics import BOUNDS, METRICS  # noqa: E402
 from dpbench.registry import Param  # noqa: E402
 from dpbench.store import atomic_write_bytes_via  # noqa: E402
@@ -45,9 +45,17 @@ AXIS_LABELS = {
     "estimation_error": "estimation error\n$\\|\\theta - w^*\\|_2$",
     "excess_population_risk": "excess population risk\n$L_P(\\theta) - \\min\\, L_P$",
 }
+#: the same in plain text with Unicode (the interactive report, dpbench.report_figures)
+PLAIN_AXIS_LABELS = {
+    "accuracy": "test accuracy",
+    "optimality_gap": "optimality gap L(θ; D_train) − L*",
+    "test_loss": "test risk L(θ; D_test)",
+    "estimation_error": "estimation error ‖θ − w*‖₂",
+    "excess_population_risk": "excess population risk L_P(θ) − min L_P",
+}
 # line style of a private algorithm's curve by what its guarantee covers (curves' `dp_claim`,
 # curves.curve_claim): (line style, marker filled?); `paper-only` curves whose hyperparameters were
-# selected without privacy get open markers (`_claim_status`)
+# selected without privacy get open markers (`claim_status`)
 CLAIM_STYLES = {"valid": ("-", True), "selected": ("-", False), "paper-only": ("-.", True), "none": (":", False)}
 FLOOR_MARKER = "v"  # a mean <= 0 drawn at a log panel's floor
 BAND_NOTE = "bands: 95% confidence interval of the mean over seeds (Student t; curves.csv ci_low, ci_high), kept " \
@@ -65,7 +73,7 @@ GAP_FLOOR = 1e-6  # the floor of a log panel without a single positive mean (not
 REFERENCE_COLOUR = "0.45"
 
 
-def _colours(labels: list[str]) -> dict[str, tuple]:
+def colours_for(labels: list[str]) -> dict[str, tuple]:
     cmap = plt.get_cmap("tab10")
     return {label: cmap(i % 10) for i, label in enumerate(labels)}
 
@@ -91,7 +99,8 @@ BaselineOption = Annotated[str | None, Param(
 
 
 @figure_kind("metric_over_epsilon", description="metric over epsilon (log x), one panel per dataset x model, "
-                                                "non-private algorithms as dashed lines")
+                                                "non-private algorithms as dashed lines",
+             view=View(x="epsilon", x_title="privacy budget ε", panels=("dataset_label", "model_label")))
 def metric_over_epsilon(curves: pd.DataFrame, metric: str, stem: str | Path, title: str = "",
                         algorithm_order: list[str] | None = None, *, reference: ReferenceOption = None,
                         reference_curve: ReferenceCurveOption = None,
@@ -108,13 +117,13 @@ def metric_over_epsilon(curves: pd.DataFrame, metric: str, stem: str | Path, tit
         return []
     datasets = list(dict.fromkeys(part["dataset_label"]))
     models = list(dict.fromkeys(part["model_label"]))
-    labels = _labels(part, algorithm_order)
-    colours = _colours(labels)
+    labels = label_order(part, algorithm_order)
+    colours = colours_for(labels)
     nonprivate = _nonprivate_styles(part, labels)
     width = max(4.2 * len(datasets), 7.5)
     fig, axes = plt.subplots(len(models), len(datasets), figsize=(width, 3.3 * len(models)),
                              squeeze=False, sharex=True)
-    eps_all = _x_epsilon(part[part["epsilon"].notna()])
+    eps_all = x_epsilon(part[part["epsilon"].notna()])
     xlim = (eps_all.min() / 1.3, eps_all.max() * 1.3) if eps_all.size else (0.01, 10)
     notes = []
     marked = False
@@ -122,13 +131,13 @@ def metric_over_epsilon(curves: pd.DataFrame, metric: str, stem: str | Path, tit
         for c, dataset in enumerate(datasets):
             ax = axes[r][c]
             panel = part[(part["dataset_label"] == dataset) & (part["model_label"] == model)]
-            floor = _log_floor(panel, metric)
+            floor = log_floor(panel, metric)
             for label in labels:
                 line = panel[panel["label"] == label]
-                line = line.iloc[np.argsort(_x_epsilon(line), kind="stable")]
+                line = line.iloc[np.argsort(x_epsilon(line), kind="stable")]
                 if line.empty:
                     continue
-                mean, lo, hi, low_mask = _band(line, metric, floor)
+                mean, lo, hi, low_mask = band(line, metric, floor)
                 colour = colours[label]
                 if line["epsilon"].isna().all():
                     style = nonprivate[label]
@@ -137,7 +146,7 @@ def metric_over_epsilon(curves: pd.DataFrame, metric: str, stem: str | Path, tit
                     if low_mask[0]:
                         _floor_markers(ax, np.geomspace(*xlim, 7)[1:-1], np.full(5, mean[0]), colour)
                 else:
-                    eps = _x_epsilon(line)
+                    eps = x_epsilon(line)
                     kwargs, name = _claim_line(line, "o", colour)
                     ax.plot(eps, mean, markersize=3.5, color=colour, linewidth=1.5, label=name, **kwargs)
                     ax.fill_between(eps, lo, hi, color=colour, alpha=0.18, linewidth=0)
@@ -189,7 +198,7 @@ def _claim_marks(ax, line: pd.DataFrame, eps: np.ndarray, mean: np.ndarray, colo
     return drawn
 
 
-def _labels(part: pd.DataFrame, algorithm_order: list[str] | None) -> list[str]:
+def label_order(part: pd.DataFrame, algorithm_order: list[str] | None) -> list[str]:
     """The labels drawn, once each, in the spec's order (then table order)."""
     labels = list(algorithm_order or []) + list(dict.fromkeys(part["label"]))
     return list(dict.fromkeys(lab for lab in labels if lab in set(part["label"])))
@@ -212,7 +221,7 @@ def _nonprivate_styles(part: pd.DataFrame, labels: list[str]) -> dict[str, dict]
     return out
 
 
-def _log_floor(panel: pd.DataFrame, metric: str) -> float | None:
+def log_floor(panel: pd.DataFrame, metric: str) -> float | None:
     """The lowest value a log-axis panel draws: a decade below its smallest positive mean (so the
     floor is below every positive mean and at most one decade under the lowest of them), where a
     mean <= 0 is drawn (`FLOOR_MARKER`) and no band goes below. GAP_FLOOR when no mean is positive; None
@@ -234,8 +243,8 @@ def _interval(line: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return mean, mean
 
 
-def _band(line: pd.DataFrame, metric: str, floor: float | None
-          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def band(line: pd.DataFrame, metric: str, floor: float | None
+         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(mean, lower, upper, at_floor) of a curve as drawn: its 95% interval (`_interval`, no band
     where it is undefined) kept inside the metric's range (metrics.BOUNDS: accuracy in [0, 1]). On
     a log axis (`floor` given) a mean <= 0 is drawn at `floor` (`at_floor` marks it) and a band's
@@ -366,7 +375,7 @@ def _merged_legend(axes, order: list[str]) -> tuple[list, list[str]]:
     return [h for h, _ in merged], [n for _, n in merged]
 
 
-def _x_epsilon(line: pd.DataFrame) -> np.ndarray:
+def x_epsilon(line: pd.DataFrame) -> np.ndarray:
     """Where a private curve's points sit on the epsilon axis: the end-to-end epsilon of private
     selection (tuning + training) where the curves table has one, else the per-run target."""
     eps = line["epsilon"].to_numpy(dtype=float)
@@ -379,7 +388,7 @@ def _x_epsilon(line: pd.DataFrame) -> np.ndarray:
 _CANDIDATES = re.compile(r"\((\d+) candidates?\)")
 
 
-def _claim_status(line: pd.DataFrame) -> tuple[str, bool, str]:
+def claim_status(line: pd.DataFrame) -> tuple[str, bool, str]:
     """(line style, markers filled?, legend suffix) of a private curve from its `dp_claim` strings
     (curves.curve_claim; the weakest of its points wins, `claim_kind`)."""
     kind = claim_kind(line)
@@ -404,10 +413,10 @@ def _claim_status(line: pd.DataFrame) -> tuple[str, bool, str]:
 
 def _claim_line(line: pd.DataFrame, marker: str | None, colour, name: str | None = None) -> tuple[dict, str]:
     """Plot keywords and legend name of a private curve: line style and markers by its guarantee
-    (`_claim_status`; markers filled only for a guarantee that covers the curve as drawn; a curve
+    (`claim_status`; markers filled only for a guarantee that covers the curve as drawn; a curve
     without markers of its own, over iterations, gets sparse open ones when its guarantee is per
     run only), the name `label — <guarantee>`."""
-    style, filled, suffix = _claim_status(line)
+    style, filled, suffix = claim_status(line)
     label = name or str(line["label"].iloc[0])
     name = f"{label} — {suffix}" if suffix else label
     if marker is None:
@@ -552,7 +561,9 @@ def _draw_radius(ax, rows: pd.DataFrame, metric: str, top: float) -> None:
 
 
 @figure_kind("metric_over_n", needs="n",
-             description="metric over the training size n (log-log), a data set swept over n")
+             description="metric over the training size n (log-log), a data set swept over n",
+             view=View(x="n_train", x_title="training set size n", panels=("dataset_panel", "model_label"),
+                       lines=("epsilon",)))
 def metric_over_n(curves: pd.DataFrame, metric: str, stem: str | Path, title: str = "",
                   algorithm_order: list[str] | None = None, *, reference: ReferenceOption = None,
                   reference_curve: ReferenceCurveOption = None) -> list[Path]:
@@ -568,7 +579,9 @@ def metric_over_n(curves: pd.DataFrame, metric: str, stem: str | Path, title: st
                              reference, reference_curve)
 
 
-@figure_kind("metric_over_d", needs="d", description="metric over the dimension d (log-log), a data set swept over d")
+@figure_kind("metric_over_d", needs="d", description="metric over the dimension d (log-log), a data set swept over d",
+             view=View(x="n_features", x_title="dimension d", panels=("dataset_panel", "model_label"),
+                       lines=("epsilon",)))
 def metric_over_d(curves: pd.DataFrame, metric: str, stem: str | Path, title: str = "",
                   algorithm_order: list[str] | None = None, *, reference: ReferenceOption = None,
                   reference_curve: ReferenceCurveOption = None) -> list[Path]:
@@ -584,8 +597,8 @@ def _metric_over_size(curves: pd.DataFrame, metric: str, stem: str | Path, x: st
     if part.empty:
         return []
     combos = list(dict.fromkeys(zip(part["dataset_panel"], part["model_label"])))  # panels that have data
-    labels = _labels(part, algorithm_order)
-    colours = _colours(labels)
+    labels = label_order(part, algorithm_order)
+    colours = colours_for(labels)
     nonprivate = _nonprivate_styles(part, labels)
     eps_values = sorted(part["epsilon"].dropna().unique())
     markers = dict(zip(eps_values, "osD^vP*X"))
@@ -594,12 +607,12 @@ def _metric_over_size(curves: pd.DataFrame, metric: str, stem: str | Path, x: st
     for c, (panel_name, model) in enumerate(combos):
         ax = axes[0][c]
         panel = part[(part["dataset_panel"] == panel_name) & (part["model_label"] == model)]
-        floor = _log_floor(panel, metric) if metric in LOG_METRICS else _log_floor(panel, "optimality_gap")
+        floor = log_floor(panel, metric) if metric in LOG_METRICS else log_floor(panel, "optimality_gap")
         for label in labels:
             for eps, line in panel[panel["label"] == label].groupby("epsilon", dropna=False, sort=True):
                 line = line.sort_values(x)
                 xs = line[x].to_numpy(dtype=float)
-                mean, lo, hi, low_mask = _band(line, metric, floor)
+                mean, lo, hi, low_mask = band(line, metric, floor)
                 private = not pd.isna(eps)
                 if private:
                     style, name = _claim_line(line, markers.get(eps, "o"), colours[label], f"{label}, ε = {eps:g}")
@@ -627,7 +640,9 @@ def _metric_over_size(curves: pd.DataFrame, metric: str, stem: str | Path, x: st
 
 @figure_kind("metric_over_iterations", table="traces", needs="trace",
              description="metric over iterations of the selected fits (algorithms with trace_every), "
-                         "one row per dataset x model, one column per epsilon")
+                         "one row per dataset x model, one column per epsilon",
+             view=View(x="step", x_title="iteration", panels=("dataset_label", "model_label", "epsilon"),
+                       x_log=False))
 def metric_over_iterations(traces: pd.DataFrame, metric: str, stem: str | Path, title: str = "",
                            algorithm_order: list[str] | None = None) -> list[Path]:
     """Paper 004 Figs. 1-2: metric over iterations, one panel per (dataset, model) row x epsilon column.
@@ -642,14 +657,14 @@ def metric_over_iterations(traces: pd.DataFrame, metric: str, stem: str | Path, 
         return []
     rows = list(dict.fromkeys(zip(part["dataset_label"], part["model_label"])))
     eps_values = sorted(part["epsilon"].dropna().unique()) or [np.nan]
-    labels = _labels(part, algorithm_order)
-    colours = _colours(labels)
+    labels = label_order(part, algorithm_order)
+    colours = colours_for(labels)
     nonprivate = _nonprivate_styles(part, labels)
     width = max(4.2 * len(eps_values), 7.5)
     fig, axes = plt.subplots(len(rows), len(eps_values), figsize=(width, 3.3 * len(rows)), squeeze=False)
     for r, (dataset, model) in enumerate(rows):
         panel = part[(part["dataset_label"] == dataset) & (part["model_label"] == model)]
-        floor = _log_floor(panel, metric)
+        floor = log_floor(panel, metric)
         for c, eps in enumerate(eps_values):
             ax = axes[r][c]
             drawn = []
@@ -662,7 +677,7 @@ def metric_over_iterations(traces: pd.DataFrame, metric: str, stem: str | Path, 
                 line = line.sort_values("step")
                 drawn.append(line)
                 steps = line["step"].to_numpy(dtype=float)
-                mean, lo, hi, low_mask = _band(line, metric, floor)
+                mean, lo, hi, low_mask = band(line, metric, floor)
                 if private:
                     style, name = _claim_line(line, None, colours[label])
                     style = {"linewidth": 1.5, "markersize": 3.5, **style}
@@ -685,7 +700,7 @@ def metric_over_iterations(traces: pd.DataFrame, metric: str, stem: str | Path, 
     return _finish(fig, axes, width, title, stem, order=labels, log=metric in LOG_METRICS)
 
 
-def _audit_rows(audits: pd.DataFrame) -> pd.DataFrame:
+def audit_rows(audits: pd.DataFrame) -> pd.DataFrame:
     """The audits table with the columns every audit row has (older tables: multi-run, final model)."""
     data = audits.dropna(subset=["claimed_epsilon"]).copy()
     for column, default in (("method", "multi-run"), ("threat", "final_model")):
@@ -720,7 +735,7 @@ def audit_figure(audits: pd.DataFrame, stem: str | Path, title: str = "") -> lis
     an adversary demonstrates (bound) or appears to have (estimate). Ratios beyond
     AUDIT_RATIO_MAX are drawn at the edge as ">".
     """
-    data = _audit_rows(audits)
+    data = audit_rows(audits)
     if data.empty:
         return []
     labels = list(dict.fromkeys(data["label"]))

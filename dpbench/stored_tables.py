@@ -22,11 +22,15 @@ from dpbench.errors import DpbenchError
 from dpbench.pipeline import RUNS_FILE
 
 TRACE_CURVES_FILE = "trace_curves.csv.gz"
+CURVES_FILE = "curves.csv"
 
 #: text columns of `curves.runs_table`; read as strings whatever they look like (a cell key such as
 #: "1234e567..." would otherwise parse as a number, a label "NA" as missing)
 RUNS_TEXT = ("key", "label", "algorithm", "dataset", "dataset_label", "model", "model_label", "problem",
              "dataset_panel", "params", "dp_claim", "privacy", "tuning", "selection")
+#: text columns of `curves.curves_table`
+CURVES_TEXT = ("label", "dataset_label", "model_label", "algorithm", "dataset_panel", "dataset", "model", "params",
+               "selected_by", "dp_claim", "metric", "partial")
 #: text columns of `curves.trace_curves`
 TRACE_TEXT = ("label", "dataset_label", "model_label", "algorithm", "dataset_panel", "model", "metric", "dp_claim",
               "params")
@@ -95,6 +99,19 @@ def load_traces(exp, results: str | Path = "results") -> pd.DataFrame | None:
     if not path.is_file():
         return None
     return _read(path, TRACE_TEXT).replace({"dp_claim": {"": np.nan}})
+
+
+def load_curves(exp, results: str | Path = "results") -> pd.DataFrame | None:
+    """The committed curves.csv of `exp` (what its PNG figures drew), text columns as strings; None
+    when the experiment has none (an audit-only experiment, or nothing run yet)."""
+    path = _folder(exp, results) / CURVES_FILE
+    if not path.is_file():
+        return None
+    try:
+        return _read(path, CURVES_TEXT)
+    except (OSError, ValueError, EOFError) as exc:
+        raise StoredTableError(f"{path}: unreadable ({exc}); restore it (git checkout -- {path}) or redraw it "
+                               f"(dpbench plot {exp.source} --from-runs)") from None
 
 
 def complete_traces(traces: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
@@ -191,5 +208,5 @@ def render_from_runs(exp, *, results: str | Path = "results", partial: bool = Fa
     return pipeline.Outputs(folder=folder, runs=runs, curves=curves, figures=figures, audits=None, claims=verdicts)
 
 
-__all__ = ["load_runs", "load_traces", "complete_traces", "coverage", "in_spec", "render_from_runs",
+__all__ = ["load_runs", "load_curves", "load_traces", "complete_traces", "coverage", "in_spec", "render_from_runs",
            "StoredTableError", "Coverage"]

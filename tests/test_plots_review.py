@@ -126,22 +126,22 @@ def test_log_floor_is_a_decade_below_the_smallest_positive_mean_and_bands_are_cl
     panel = pd.DataFrame({"mean": [0.0, -1e-9, 3e-3, 0.2, 40.0], "std": [0.0, 1e-9, 4e-3, 0.5, 1.0],
                           "count": [5] * 5})
     panel = curves.with_ci(panel)
-    floor = plots._log_floor(panel, "optimality_gap")
+    floor = plots.log_floor(panel, "optimality_gap")
     smallest = 3e-3
     assert smallest / 10 <= floor < smallest
-    mean, lo, hi, at_floor = plots._band(panel, "optimality_gap", floor)
+    mean, lo, hi, at_floor = plots.band(panel, "optimality_gap", floor)
     assert at_floor.tolist() == [True, True, False, False, False]
     assert (mean[at_floor] == floor).all() and (mean[~at_floor] == panel["mean"][~at_floor]).all()
     assert (lo >= floor).all() and (lo >= mean / 10 - 1e-15).all() and (lo <= mean).all() and (hi >= mean).all()
     # a band whose interval reaches below 0 stops a decade under its mean instead of spiking to the floor
     assert lo[3] == pytest.approx(0.02) and panel["ci_low"][3] < 0
-    assert plots._log_floor(panel, "accuracy") is None  # linear axis
-    assert plots._log_floor(pd.DataFrame({"mean": [0.0, -1.0]}), "optimality_gap") == plots.GAP_FLOOR
+    assert plots.log_floor(panel, "accuracy") is None  # linear axis
+    assert plots.log_floor(pd.DataFrame({"mean": [0.0, -1.0]}), "optimality_gap") == plots.GAP_FLOOR
 
 
 def test_accuracy_bands_stay_in_range_and_epsilon_ticks_do_not_collide():
     line = curves.with_ci(pd.DataFrame({"mean": [0.95, 0.5], "std": [0.2, 0.3], "count": [3, 3]}))
-    mean, lo, hi, at_floor = plots._band(line, "accuracy", None)
+    mean, lo, hi, at_floor = plots.band(line, "accuracy", None)
     assert (lo >= 0).all() and (hi <= 1).all() and not at_floor.any()
     import matplotlib.pyplot as plt
 
@@ -214,7 +214,7 @@ def test_single_constant_rates_match_the_closed_form_and_refuse_other_metrics():
 # ---------------------------------------------------------------------------------------------
 def test_legend_names_carry_the_guarantee_and_merge_candidate_counts():
     def status(*claims):
-        return plots._claim_status(pd.DataFrame({"dp_claim": list(claims)}))
+        return plots.claim_status(pd.DataFrame({"dp_claim": list(claims)}))
 
     assert status("valid") == ("-", True, "")
     assert status("valid per run; selection not private (4 candidates)") == \

@@ -1,0 +1,168 @@
+"""`dpbench report` without a browser: the page data behind each point is the runs that make it.
+
+The site is built from the committed results (results/<exp>/...), which every clone has. The
+browser side (pages load, plots render, hover and click) is tests/test_report_browser.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from dpbench import report, stored_tables
+from dpbench.cli import main
+from dpbench.spec import load
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "results"
+
+
+def _spec(name: str):
+    path = ROOT / ("examples/my_algorithm/experiment.yaml" if name == "my_algorithm" else f"experiments/{name}.yaml")
+    return load(path)
+
+
+def page_data(path: Path) -> dict:
+    text = path.read_text()
+    found = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', text, re.S)
+    assert found, f"{path} has no data block"
+    return json.loads(found.group(1))
+
+
+@pytest.fixture(scope="module")
+def pidp_groups():
+    exp = _spec("pidp")
+    curves = stored_tables.load_curves(exp, RESULTS)
+    return exp, curves, report.build_groups(exp, stored_tables.load_runs(exp, RESULTS), curves)
+
+
+def test_every_curve_point_has_the_runs_that_make_its_mean(pidp_groups):
+    """The ledger a click opens belongs to the point: the selected runs' values average to the
+    curves.csv mean, their ledgers' target epsilon is the point's, and the selected combination is
+    the curve's hyperparameters (private selection: one per seed, the curve names the first)."""
+    exp, curves, groups = pidp_groups
+    assert len(curves) > 500
+    checked = 0
+    for _, row in curves.iterrows():
+        gid = groups.of(row)
+        assert gid is not None, row[["label", "dataset_label", "model_label", "epsilon", "metric"]].to_dict()
+        group = groups.records[gid]
+        assert group["metric"] == row["metric"] and group["label"] == row["label"]
+        values = [r["value"] for r in group["runs"] if r["value"] is not None]
+        assert len(values) == row["count"]
+        assert np.mean(values) == pytest.approx(row["mean"], rel=1e-8, abs=1e-12)
+        if pd.notna(row["epsilon"]):
+            targets = [groups.ledgers[r["ledger"]].get("target_epsilon") for r in group["runs"]]
+            assert all(t is None for t in targets) or targets == pytest.approx([row["epsilon"]] * len(targets))
+        selected = [c for c in group["candidates"] if c["selected"]]
+        assert selected, group["label"]
+        if "private" not in str(group["selected_by"]):
+            assert len(selected) == 1 and len(group["candidates"]) == row["candidates"]
+        checked += 1
+    assert checked == len(curves)
+
+
+def test_private_selection_points_show_the_noisy_winner_of_each_seed(pidp_groups):
+    """Private selection: each seed's run is the one of its random search (draw >= 1) with the
+    best noisy score, found here from the runs table directly; the point carries curves.csv's
+    end-to-end epsilon and claim."""
+    exp, curves, groups = pidp_groups
+    runs = stored_tables.in_spec(exp, stored_tables.load_runs(exp, RESULTS))
+    tuned = curves[curves["label"] == "DP-SGD (private tuning)"]
+    assert not tuned.empty
+    for _, row in tuned.iterrows():
+        group = groups.records[groups.of(row)]
+        assert group["eps_end_to_end"] == pytest.approx(row["eps_end_to_end"])
+        assert group["curve_claim"].startswith("valid end to end")
+        mine = runs[(runs["label"] == row["label"]) & (runs["dataset_label"] == row["dataset_label"])
+                    & (runs["model_label"] == row["model_label"]) & np.isclose(runs["epsilon"], row["epsilon"])
+                    & (runs["draw"] >= 1)]
+        for run in group["runs"]:
+            draws = mine[mine["rep"] == run["rep"]]
+            best = draws["score"].max() if json.loads(draws["tuning"].iloc[0])["score"] == "val_accuracy" \
+                else draws["score"].min()
+            winners = draws[draws["score"] == best]
+            assert run["value"] in set(winners[row["metric"]])
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    out = tmp_path_factory.mktemp("site")
+    exps = [_spec(n) for n in ("quickstart", "audit", "my_algorithm")]
+    pages = report.build(exps, results=RESULTS, out=out)
+    return out, exps, pages
+
+
+def test_site_layout_and_index(site):
+    out, exps, pages = site
+    assert {p.path.name for p in pages} == {"quickstart.html", "audit.html", "my_algorithm.html"}
+    assert (out / "assets" / report.PLOTLY_FILE).stat().st_size > 1_000_000  # the library itself, not a link
+    index = (out / "index.html").read_text()
+    for page in pages:
+        assert f'href="{page.path.name}"' in index
+    for page in pages:
+        text = page.path.read_text()
+        assert "http://" not in text.replace("http://www.w3.org", "") and "https://" not in text  # offline
+        assert 'src="assets/plotly.min.js"' in text
+
+
+def test_page_figures_match_the_spec_and_curves(site):
+    out, exps, _ = site
+    exp = next(e for e in exps if e.name == "quickstart")
+    data = page_data(out / "quickstart.html")
+    assert [f["id"] for f in data["figures"]] == [f.name for f in exp.figures]
+    curves = stored_tables.load_curves(exp, RESULTS)
+    for fig, spec_fig in zip(data["figures"], exp.figures):
+        points = sum(len(t["x"]) for p in fig["panels"] for t in p["traces"] if t.get("meta") != "band"
+                     and not t.get("fill"))
+        rows = curves[curves["metric"] == spec_fig.metric]
+        private = rows["epsilon"].notna().sum()
+        public = rows["epsilon"].isna().sum()
+        assert points == private + 5 * public  # a non-private mean is a horizontal line of 5 points
+        for panel in fig["panels"]:
+            for trace in panel["traces"]:
+                if trace.get("meta") == "band":
+                    continue
+                assert all(isinstance(g, int) and 0 <= g < len(data["groups"]) for g in trace["customdata"])
+                assert all("95% CI" in h or "seed" in h for h in trace["text"])
+
+
+def test_audit_page_has_every_audit(site):
+    out, _, _ = site
+    data = page_data(out / "audit.html")
+    audits = pd.read_csv(RESULTS / "audit" / "audits.csv")
+    assert len(data["audits"]) == len(audits)
+    fig = data["figures"][-1]
+    assert fig["id"] == "audit"
+    ids = [i for t in fig["panels"][0]["traces"] for i in t.get("customdata", [])]
+    assert sorted(ids) == sorted(audits.dropna(subset=["claimed_epsilon"]).index.tolist())
+    assert data["provenance"]["data files (SHA-256)"] or data["provenance"]["commit"]
+
+
+def test_nothing_stored_is_an_error_and_writes_nothing(tmp_path):
+    exp = _spec("quickstart")
+    with pytest.raises(report.ReportError, match="dpbench run"):
+        report.build([exp], results=tmp_path / "empty", out=tmp_path / "site")
+    assert not (tmp_path / "site").exists()
+
+
+def test_script_json_cannot_close_its_element():
+    text = report._script_json({"label": "</script><script>alert(1)</script>"})
+    assert "</" not in text
+    assert json.loads(text)["label"] == "</script><script>alert(1)</script>"
+
+
+def test_cli_report(tmp_path):
+    result = CliRunner().invoke(main, ["report", str(ROOT / "experiments/quickstart.yaml"), "--results",
+                                       str(RESULTS), "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "quickstart.html").is_file() and "1 pages" in result.output
+    empty = CliRunner().invoke(main, ["report", str(ROOT / "experiments/quickstart.yaml"), "--results",
+                                      str(tmp_path / "none"), "--out", str(tmp_path / "x")])
+    assert empty.exit_code != 0 and "dpbench run" in empty.output
