@@ -419,7 +419,10 @@ def claims(spec, profile, results, markdown, readme) -> None:
                    "audits.csv, claims.csv, manifest.json)")
 @click.option("--out", default=None, type=click.Path(file_okay=False),
               help="folder the site is written to: index.html, <experiment>.html, assets/ (default: --results)")
-def report_(spec, profile, results, out) -> None:
+@click.option("--baseline/--no-baseline", default=True, show_default=True,
+              help="draw a figure's `baseline: majority` line (reads the data sets' test labels, as the PNG does)")
+@click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False), help=DATA_HELP)
+def report_(spec, profile, results, out, baseline, data_dir) -> None:
     """Write a static HTML site: an index and one page per experiment; trains nothing.
 
     Each page shows the experiment's figures as interactive plots (hover a point for its value,
@@ -436,7 +439,8 @@ def report_(spec, profile, results, out) -> None:
     target = out if out is not None else results
     _writable_folder(target, "--out" if out is not None else "--results")
     start = time.perf_counter()
-    pages = report.build(experiments, results=results, out=target, notify=click.echo)
+    pages = report.build(experiments, results=results, out=target, notify=click.echo, baseline=baseline,
+                         data_dir=data_dir)
     total = sum(p.bytes for p in pages)
     assets = sum(f.stat().st_size for f in (Path(target) / "assets").iterdir() if f.is_file())
     click.echo(f"{Path(target) / 'index.html'}: {len(pages)} pages ({total / 1e6:.1f} MB) and assets/ "

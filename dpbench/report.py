@@ -50,6 +50,10 @@ LEDGER_HEAD = ("mechanism", "adjacency", "claim", "claim_reason", "target_epsilo
                "paper_claim")
 
 
+#: figure options the interactive charts do not draw (the PNG does), by what they add
+STATIC_ONLY = {"reference": "the paper's fitted rate (grey)"}
+
+
 class ReportError(DpbenchError):
     """An experiment has nothing stored to report."""
 
@@ -245,9 +249,12 @@ def _provenance(exp: Experiment, manifest: dict | None, folder: Path) -> dict:
             "data files (SHA-256)": manifest.get("data") or {}}
 
 
-def experiment_data(exp: Experiment, results: str | Path, out: Path) -> dict:
+def experiment_data(exp: Experiment, results: str | Path, out: Path, *, baseline: bool = True,
+                    data_dir: str | None = None) -> dict:
     """Everything one page shows, as JSON-able data (figures, groups, ledgers, audits, claims,
-    provenance). Raises ReportError when nothing of the experiment is stored."""
+    provenance). Raises ReportError when nothing of the experiment is stored. `baseline`: draw a
+    figure's `baseline: majority` line, read from the data sets' test splits in `data_dir` as the
+    PNG does (pipeline.majority_rates; a data set that cannot be read gets no line)."""
     folder = pipeline.output_folder(exp, results)
     curves = stored_tables.load_curves(exp, results)
     audits = _read_csv(folder / "audits.csv")
@@ -262,7 +269,7 @@ def experiment_data(exp: Experiment, results: str | Path, out: Path) -> dict:
     order = [a.label for a in exp.algorithms]
     note = str(curves["partial"].dropna().iloc[0]) if "partial" in curves and curves["partial"].notna().any() else ""
     figures = []
-    for shown in pipeline.figure_tables(exp, curves, traces, note=note, baseline=False):
+    for shown in pipeline.figure_tables(exp, curves, traces, note=note, baseline=baseline, data_dir=data_dir):
         fig = shown.figure
         static = [os.path.relpath(folder / f"{fig.name}.{ext}", out) for ext in ("png", "pdf")
                   if (folder / f"{fig.name}.{ext}").is_file()]
@@ -275,6 +282,9 @@ def experiment_data(exp: Experiment, results: str | Path, out: Path) -> dict:
                      "empty": "no stored rows for this figure" if shown.table.empty else
                      f"figure kind {fig.kind!r} has no interactive view: the static figure is shown"}
         entry["static"] = [p.replace(os.sep, "/") for p in static]
+        extras = [STATIC_ONLY[k] for k, v in dict(fig.options).items() if v and k in STATIC_ONLY]
+        if extras:
+            entry["note"] = f"{' and '.join(extras)}: in the static figure only"
         figures.append(entry)
     audit_rows = []
     if audits is not None and not audits.empty:
@@ -398,17 +408,18 @@ def write_assets(out: Path) -> None:
 
 
 def build(experiments: list[Experiment], results: str | Path = "results", out: str | Path | None = None,
-          notify: Callable[[str], None] | None = None) -> list[Page]:
+          notify: Callable[[str], None] | None = None, *, baseline: bool = True,
+          data_dir: str | None = None) -> list[Page]:
     """Write <out>/index.html and one page per experiment (default out: the results folder).
 
     Every experiment's data is gathered before anything is written, so an experiment with nothing
-    stored (ReportError) leaves the site as it was.
+    stored (ReportError) leaves the site as it was. `baseline`, `data_dir`: `experiment_data`.
     """
     out = Path(results if out is None else out)
     gathered = []
     for exp in experiments:
         start = time.perf_counter()
-        data = experiment_data(exp, results, out)
+        data = experiment_data(exp, results, out, baseline=baseline, data_dir=data_dir)
         gathered.append((exp, data, time.perf_counter() - start))
     out.mkdir(parents=True, exist_ok=True)
     write_assets(out)

@@ -181,6 +181,7 @@ def interactive_figure(shown: pd.DataFrame, view: View, metric: str, *, title: s
                                     else [((), mine)]):
                 traces += _line_traces(line, view, metric, floor, name, label, colours, nonprivate_labels,
                                        x_private, line_keys, group_of, legend)
+        traces += _majority_trace(panel, view, metric, legend)
         panels.append({"title": name, "traces": traces})
     return {"id": figure_id, "title": title, "x_title": view.x_title, "y_title": y_title(metric),
             "x_log": view.x_log, "y_log": bool(log_y), "legend": list(legend.values()), "panels": panels}
@@ -229,6 +230,27 @@ def _line_traces(line: pd.DataFrame, view: View, metric: str, floor: float | Non
     if view.x == "step" and len(x_list) > 30:  # long traces: markers would hide the line
         line_trace["mode"] = "lines"
     return [band_trace, line_trace]
+
+
+MAJORITY = "majority class of the test split"
+
+
+def _majority_trace(panel: pd.DataFrame, view: View, metric: str, legend: dict) -> list[dict]:
+    """The majority-class accuracy of the panel's data set (column `majority_accuracy`, added by
+    pipeline.figure_tables for `baseline: majority`) as a grey dashed line across the panel."""
+    if metric != "accuracy" or "majority_accuracy" not in panel or panel["majority_accuracy"].isna().all():
+        return []
+    xs = _xs(panel[panel["epsilon"].notna()] if view.x == "epsilon" else panel, view)
+    xs = xs[np.isfinite(xs)]
+    if not xs.size:
+        return []
+    rate = float(panel["majority_accuracy"].dropna().iloc[0])
+    legend.setdefault(MAJORITY, {"name": MAJORITY, "colour": "#888888", "dash": "dash", "filled": False})
+    return [{"type": "scatter", "mode": "lines", "x": [float(xs.min()), float(xs.max())], "y": [rate, rate],
+             "line": {"color": "#888888", "dash": "dash", "width": 1.5}, "legendgroup": MAJORITY,
+             "name": MAJORITY, "showlegend": False, "meta": "baseline",
+             "hovertemplate": f"accuracy of always predicting the test split's majority class: {rate:.4g} "
+                              f"(mean over the seeds' splits)<extra></extra>"}]
 
 
 AUDIT_COLOURS = {"valid": "#1f77b4", "other": "#d62728"}

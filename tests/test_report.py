@@ -95,7 +95,7 @@ def test_private_selection_points_show_the_noisy_winner_of_each_seed(pidp_groups
 def site(tmp_path_factory):
     out = tmp_path_factory.mktemp("site")
     exps = [_spec(n) for n in ("quickstart", "audit", "my_algorithm")]
-    pages = report.build(exps, results=RESULTS, out=out)
+    pages = report.build(exps, results=RESULTS, out=out)  # data from $DPBENCH_DATA (make test sets it)
     return out, exps, pages
 
 
@@ -119,18 +119,34 @@ def test_page_figures_match_the_spec_and_curves(site):
     assert [f["id"] for f in data["figures"]] == [f.name for f in exp.figures]
     curves = stored_tables.load_curves(exp, RESULTS)
     for fig, spec_fig in zip(data["figures"], exp.figures):
-        points = sum(len(t["x"]) for p in fig["panels"] for t in p["traces"] if t.get("meta") != "band"
-                     and not t.get("fill"))
+        points = sum(len(t["x"]) for p in fig["panels"] for t in p["traces"] if not t.get("meta"))
         rows = curves[curves["metric"] == spec_fig.metric]
         private = rows["epsilon"].notna().sum()
         public = rows["epsilon"].isna().sum()
         assert points == private + 5 * public  # a non-private mean is a horizontal line of 5 points
         for panel in fig["panels"]:
             for trace in panel["traces"]:
-                if trace.get("meta") == "band":
+                if trace.get("meta"):  # a band or the majority-class line
                     continue
                 assert all(isinstance(g, int) and 0 <= g < len(data["groups"]) for g in trace["customdata"])
                 assert all("95% CI" in h or "seed" in h for h in trace["text"])
+
+
+def test_majority_line_where_the_spec_asks_for_it(site):
+    """quickstart's accuracy figure has `baseline: majority`: each panel gets the grey line at its
+    data set's majority-class share of the test split (between 1/2 and 1 for these binary sets)."""
+    from dpbench.data import data_dir
+
+    files = ("adult/adult.data", "breast-cancer-wisconsin/breast-cancer-wisconsin.data")
+    if not all((data_dir() / f).is_file() for f in files):
+        pytest.skip("raw data folder absent: the majority line reads the test splits ($DPBENCH_DATA)")
+    out, _, _ = site
+    fig = next(f for f in page_data(out / "quickstart.html")["figures"] if f["y_title"] == "test accuracy")
+    for panel in fig["panels"]:
+        lines = [t for t in panel["traces"] if t.get("meta") == "baseline"]
+        assert len(lines) == 1, panel["title"]
+        assert lines[0]["y"][0] == lines[0]["y"][1] and 0.5 <= lines[0]["y"][0] < 1.0
+        assert "majority" in lines[0]["hovertemplate"]
 
 
 def test_audit_page_has_every_audit(site):

@@ -262,7 +262,13 @@ def test_ctrl_c_is_one_line_keeps_what_was_stored_and_leaves_no_temporary_file(t
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130, err
-    assert err.strip().splitlines()[-1].startswith("interrupted: every result finished before is stored")
+    # the process group's Ctrl-C also reaches the workers; multiprocessing's resource tracker, a
+    # separate process that outlives the command, may then warn about a semaphore of a killed
+    # worker ("...resource_tracker.py:N: UserWarning: resource_tracker: ..." and its source line
+    # "warnings.warn('resource_tracker: ..."), before or after dpbench's own line, depending on
+    # which process writes first
+    own = [line for line in err.strip().splitlines() if "resource_tracker" not in line]
+    assert own[-1].startswith("interrupted: every result finished before is stored"), err
     assert "Traceback" not in err
     stored = list(cells.glob("*.json"))
     assert len(stored) >= 3 and all(json.loads(p.read_text())["status"] == "ok" for p in stored)

@@ -36,6 +36,7 @@ the end-to-end number inherits that looseness, never the other way round.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -127,11 +128,16 @@ def candidate_event(ledger: dict) -> dp_event.DpEvent | None:
     return None
 
 
+@functools.lru_cache(maxsize=4096)
 def event_rdp(event: dp_event.DpEvent, orders: tuple[float, ...] = TUNING_ORDERS) -> np.ndarray:
-    """RDP of `event` at `orders` (dp_accounting's RdpAccountant)."""
+    """RDP of `event` at `orders` (dp_accounting's RdpAccountant), read-only. Remembered per
+    (event, orders): events are frozen values, and a grid's candidates come back for every metric
+    that is selected on and every curve that shares them."""
     accountant = rdp_privacy_accountant.RdpAccountant(orders=list(orders))
     accountant.compose(event)
-    return np.asarray(accountant.rdp, dtype=float)
+    rdp = np.asarray(accountant.rdp, dtype=float)
+    rdp.flags.writeable = False
+    return rdp
 
 
 def gaussian_score_rdp(noise_multiplier: float, orders: tuple[float, ...] = TUNING_ORDERS) -> np.ndarray:
