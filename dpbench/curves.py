@@ -89,15 +89,14 @@ def _selection_metric(group: pd.DataFrame, selection: str) -> str:
 
 
 def selected_by_metric(runs: pd.DataFrame, metrics: tuple[str, ...],
-                       selection: str | dict | None = None, account: bool = True) -> dict[str, pd.DataFrame]:
-    """For each reported metric, the runs of the hyperparameters its validation score selects
-    (`account=False`: without the end-to-end epsilon of private selection, see `select`)."""
+                       selection: str | dict | None = None) -> dict[str, pd.DataFrame]:
+    """For each reported metric, the runs of the hyperparameters its validation score selects."""
     cache: dict[str, pd.DataFrame] = {}
     out = {}
     for metric in metrics:
         by = selection_for(metric, selection)
         if by not in cache:
-            cache[by] = select(runs, by, account)
+            cache[by] = select(runs, by)
         out[metric] = cache[by]
     return out
 
@@ -160,11 +159,10 @@ def _weak(group: pd.DataFrame) -> bool:
     return bool("weak_delta" in group and group["weak_delta"].fillna(False).astype(bool).any())
 
 
-def _select_private(group: pd.DataFrame, account: bool = True) -> pd.DataFrame:
+def _select_private(group: pd.DataFrame) -> pd.DataFrame:
     """Private selection (spec `tuning`): per repetition, the run of its random search (draw >= 1)
     with the best noisy score; ties by draw order. Accounting runs (draw 0) are never chosen. The
-    end-to-end epsilon covers every combination of the grid (one ledger per combination); it is
-    computed only when `account`."""
+    end-to-end epsilon covers every combination of the grid (one ledger per combination)."""
     from dpbench.privacy.tuning import end_to_end_epsilon, run_count_distribution
 
     settings = json.loads(group["tuning"].iloc[0])
@@ -174,7 +172,7 @@ def _select_private(group: pd.DataFrame, account: bool = True) -> pd.DataFrame:
               .groupby("rep").head(1).drop(columns="_rank"))
     ledgers = [json.loads(p) for p in group.drop_duplicates("params")["privacy"]]
     eps = None
-    if account and group["params"].nunique() == settings["grid_size"] and group["delta"].nunique() == 1:
+    if group["params"].nunique() == settings["grid_size"] and group["delta"].nunique() == 1:
         multiplier = float(group["tuning"].map(lambda t: json.loads(t)["score_noise_multiplier"]).min())
         eps = end_to_end_epsilon(ledgers, run_count_distribution(settings["mean_runs"], settings["eta"]),
                                  float(group["delta"].iloc[0]), multiplier)
@@ -186,7 +184,7 @@ def _select_private(group: pd.DataFrame, account: bool = True) -> pd.DataFrame:
     return chosen
 
 
-def select(runs: pd.DataFrame, selection: str = "val_accuracy", account: bool = True) -> pd.DataFrame:
+def select(runs: pd.DataFrame, selection: str = "val_accuracy") -> pd.DataFrame:
     """Keep, per (algorithm, dataset, model, epsilon), the rows of the best hyperparameters.
 
     Best = best mean validation score across seeds; ties (common for accuracy on small
@@ -194,16 +192,13 @@ def select(runs: pd.DataFrame, selection: str = "val_accuracy", account: bool = 
     validation loss, then by parameter order. Runs of private selection (`tuning`) are selected
     by `_select_private` instead, the same for every metric. Each kept row says how it was
     selected (`selected_by`, `candidates`) and what its curve's guarantee covers (`curve_claim`).
-    `account=False` skips the end-to-end epsilon of private selection (the slow part: an
-    accountant over the whole grid): the same rows are kept, with no epsilon and the weaker claim
-    "private selection not accounted" (the report takes both from the committed curves.csv).
     """
     if runs.empty:
         return runs
     kept = []
     for _, group in runs.groupby(GROUP, dropna=False, sort=False):
         if "draw" in group and group["draw"].notna().any():
-            kept.append(_select_private(group, account))
+            kept.append(_select_private(group))
             continue
         metric = _selection_metric(group, selection)
         if metric not in group or group[metric].isna().all():  # no validation split: nothing to select on

@@ -5,8 +5,9 @@ trace_curves.csv.gz, runs.csv.gz, audits.csv, claims.csv, manifest.json; `stored
 from models or cells:
 
 * every figure of the spec as interactive plotly.js charts (`report_figures`; the rows of
-  `pipeline.figure_tables`, the same the PNG draws), or the PNG for a figure kind without a
-  `View`;
+  `pipeline.figure_tables`, the same the PNG draws, with the majority-class line, the paper's
+  fitted rate and the marks of claims that hold or fail significantly at a point, from the
+  claims tested on the same selection), or the PNG for a figure kind without a `View`;
 * a click on a point opens its *group*: the runs selected for that curve point
   (`curves.selected_by_metric` on runs.csv.gz, the selection that made curves.csv), the candidate
   hyperparameters with their mean validation score, and each run's privacy ledger (mechanism,
@@ -48,10 +49,6 @@ PLOTLY_FILE = "plotly.min.js"
 LEDGER_HEAD = ("mechanism", "adjacency", "claim", "claim_reason", "target_epsilon", "delta", "epsilon_spent",
                "sensitivity", "noise_multiplier", "sigma", "noise_std", "steps", "sampling", "noise_free_fraction",
                "paper_claim")
-
-
-#: figure options the interactive charts do not draw (the PNG does), by what they add
-STATIC_ONLY = {"reference": "the paper's fitted rate (grey)"}
 
 
 class ReportError(DpbenchError):
@@ -150,17 +147,15 @@ def _candidates(runs: pd.DataFrame, score: str) -> dict[tuple, tuple[str, list[d
     return out
 
 
-def build_groups(exp: Experiment, runs: pd.DataFrame | None, curves: pd.DataFrame) -> Groups:
-    """The point groups of `exp` from its runs table (None: no runs table, no groups).
-
-    The runs of each point are those `curves.select` keeps for it, the selection that made
-    curves.csv; what the curve's guarantee covers and the end-to-end epsilon of private selection
-    are the committed curves.csv's (`curves`: the same selection, accounted when it was written)."""
+def build_groups(exp: Experiment, runs: pd.DataFrame, selected: dict[str, pd.DataFrame],
+                 curves: pd.DataFrame) -> Groups:
+    """The point groups of `exp`: `runs` is its runs table (restricted to the spec, `in_spec`),
+    `selected` the runs `curves.selected_by_metric` keeps for each metric (the selection that made
+    curves.csv); what the curve's guarantee covers and the end-to-end epsilon of private selection
+    are the committed curves.csv's (`curves`, what the figures draw)."""
     groups = Groups()
-    if runs is None or runs.empty:
+    if runs.empty:
         return groups
-    runs = stored_tables.in_spec(exp, runs)
-    selected = curves_mod.selected_by_metric(runs, exp.metrics, exp.selection, account=False)
     drawn = {(row["metric"], *_key(row["label"], row["dataset_label"], row["model_label"], row["epsilon"])): row
              for row in curves.to_dict("records")}
     candidates: dict[str, dict] = {}
@@ -265,26 +260,30 @@ def experiment_data(exp: Experiment, results: str | Path, out: Path, *, baseline
     traces = stored_tables.load_traces(exp, results)
     traces = pd.DataFrame() if traces is None else stored_tables.complete_traces(traces, curves)
     runs = stored_tables.load_runs(exp, results) if (folder / pipeline.RUNS_FILE).is_file() else None
-    groups = build_groups(exp, runs, curves)
+    runs = stored_tables.in_spec(exp, runs) if runs is not None else pd.DataFrame()
+    selected = curves_mod.selected_by_metric(runs, exp.metrics, exp.selection) if not runs.empty else {}
+    groups = build_groups(exp, runs, selected, curves)
+    verdicts = pipeline.claims_from(exp, selected, audits) if selected else []
     order = [a.label for a in exp.algorithms]
     note = str(curves["partial"].dropna().iloc[0]) if "partial" in curves and curves["partial"].notna().any() else ""
     figures = []
-    for shown in pipeline.figure_tables(exp, curves, traces, note=note, baseline=baseline, data_dir=data_dir):
+    for shown in pipeline.figure_tables(exp, curves, traces, note=note, baseline=baseline, data_dir=data_dir,
+                                        marks=pipeline.significant_marks(verdicts)):
         fig = shown.figure
         static = [os.path.relpath(folder / f"{fig.name}.{ext}", out) for ext in ("png", "pdf")
                   if (folder / f"{fig.name}.{ext}").is_file()]
         entry = None
         if shown.kind.view is not None and not shown.table.empty:
+            options = dict(fig.options)
             entry = rf.interactive_figure(shown.table, shown.kind.view, fig.metric, title=shown.title,
-                                          algorithm_order=order, group_of=groups.of, figure_id=fig.name)
+                                          algorithm_order=order, group_of=groups.of, figure_id=fig.name,
+                                          reference=options.get("reference"),
+                                          reference_curve=options.get("reference_curve"))
         if entry is None:
             entry = {"id": fig.name, "title": shown.title, "panels": [],
                      "empty": "no stored rows for this figure" if shown.table.empty else
                      f"figure kind {fig.kind!r} has no interactive view: the static figure is shown"}
         entry["static"] = [p.replace(os.sep, "/") for p in static]
-        extras = [STATIC_ONLY[k] for k, v in dict(fig.options).items() if v and k in STATIC_ONLY]
-        if extras:
-            entry["note"] = f"{' and '.join(extras)}: in the static figure only"
         figures.append(entry)
     audit_rows = []
     if audits is not None and not audits.empty:
@@ -333,7 +332,8 @@ PAGE = """<!doctype html>
 click it for its privacy ledger. Click a legend entry to hide or show a method. Line style = what the
 guarantee covers: solid with filled markers, valid for the curve as drawn; solid with open markers, valid per
 run only (hyperparameters selected without privacy, or δ ≥ 1/n); dash-dot, ε claimed by the paper only;
-dotted, ε not certified; dashed, non-private.</p>
+dotted, ε not certified; dashed, non-private. ★ / ✕: a claim of the Claims table holds / fails at that
+point with significance.</p>
 <div id="figure-list"></div></section>
 {audits}
 {claims}

@@ -8,8 +8,10 @@ plots.CLAIM_STYLES: solid filled = valid, solid open = valid per run only, dash-
 claim only, dotted = not certified; dashed = non-private), and a legend entry per (label,
 guarantee) shared by the panels. Every point carries its hover text (value, interval, seeds,
 selected hyperparameters, candidates, guarantee) and, as customdata, the id of the point group
-whose privacy ledger a click opens (dpbench.report). `audit_figure` is the claimed-against-audited
-chart of an audits table. Nothing here reads files or models.
+whose privacy ledger a click opens (dpbench.report). As in the PNG: the majority-class line
+(`baseline: majority`), a paper's rate fitted per panel (`reference`, curves.fit_rate) and stars /
+crosses where a claim holds / fails significantly (column claim_mark). `audit_figure` is the
+claimed-against-audited chart of an audits table. Nothing here reads files or models.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from dpbench import plots
+from dpbench.curves import RATES, fit_rate, reference_curve
 from dpbench.figures import View
 from dpbench.metrics import METRICS
 
@@ -150,13 +153,15 @@ def _colour_hex(colours: dict, label: str) -> str:
 
 
 def interactive_figure(shown: pd.DataFrame, view: View, metric: str, *, title: str, algorithm_order: list[str],
-                       group_of: GroupOf, figure_id: str) -> dict | None:
+                       group_of: GroupOf, figure_id: str, reference: str | None = None,
+                       reference_curve: str | None = None) -> dict | None:
     """The JSON-able description of one interactive figure, or None when no row has `metric`.
 
     {"id", "title", "x_title", "y_title", "x_log", "y_log", "legend": [{"name", "colour", "dash",
     "filled"}], "panels": [{"title", "traces": [plotly.js trace, ...]}]}. A band trace (fill
     between the 95% interval edges, no hover) precedes its line and shares its `legendgroup`, so
-    hiding a legend entry hides both.
+    hiding a legend entry hides both. `reference`, `reference_curve`: the figure's options of the
+    same names (a paper's rate fitted per panel, `_rate_traces`).
     """
     part = shown[shown["metric"] == metric] if "metric" in shown else shown.iloc[0:0]
     if part.empty:
@@ -182,6 +187,8 @@ def interactive_figure(shown: pd.DataFrame, view: View, metric: str, *, title: s
                 traces += _line_traces(line, view, metric, floor, name, label, colours, nonprivate_labels,
                                        x_private, line_keys, group_of, legend)
         traces += _majority_trace(panel, view, metric, legend)
+        if reference and metric in RATES[reference].metrics:
+            traces += _rate_traces(panel, view, reference, reference_curve, legend)
         panels.append({"title": name, "traces": traces})
     return {"id": figure_id, "title": title, "x_title": view.x_title, "y_title": y_title(metric),
             "x_log": view.x_log, "y_log": bool(log_y), "legend": list(legend.values()), "panels": panels}
@@ -229,10 +236,69 @@ def _line_traces(line: pd.DataFrame, view: View, metric: str, floor: float | Non
                   "legendgroup": entry, "showlegend": False, "name": entry}
     if view.x == "step" and len(x_list) > 30:  # long traces: markers would hide the line
         line_trace["mode"] = "lines"
-    return [band_trace, line_trace]
+    marks = _claim_mark_traces(line, xs, mean, colour, entry, groups) if private else []
+    return [band_trace, line_trace, *marks]
+
+
+def _claim_mark_traces(line: pd.DataFrame, xs: np.ndarray, mean: np.ndarray, colour: str, entry: str,
+                       groups: list) -> list[dict]:
+    """Stars where a claim holds with significance at a point, crosses where it fails (column
+    claim_mark, pipeline.figure_tables: "+id" / "-id", several joined by ", "), as the PNG marks
+    them (plots._claim_marks); they hide with their curve."""
+    if "claim_mark" not in line:
+        return []
+    marks = line["claim_mark"].fillna("").astype(str).tolist()
+    out = []
+    for sign, symbol, size, verb in (("+", "star", 15, "holds"), ("-", "x", 11, "fails")):
+        at = [i for i, text in enumerate(marks) if any(m.strip().startswith(sign) for m in text.split(",") if m)]
+        if not at:
+            continue
+        ids = [", ".join(m.strip()[1:] for m in marks[i].split(",") if m.strip().startswith(sign)) for i in at]
+        out.append({"type": "scatter", "mode": "markers", "x": [float(xs[i]) for i in at],
+                    "y": [float(mean[i]) for i in at], "legendgroup": entry, "name": entry, "showlegend": False,
+                    "marker": {"symbol": symbol, "size": size, "color": colour, "line": {"color": "black", "width": 0.8}},
+                    "customdata": [groups[i] for i in at], "meta": "claim",
+                    "text": [f"claim {escape(c)} {verb} here (paired over seeds, significant after Bonferroni)"
+                             for c in ids],
+                    "hovertemplate": "%{text}<extra></extra>"})
+    return out
 
 
 MAJORITY = "majority class of the test split"
+RATE_COLOUR = "#737373"
+#: matplotlib mathtext of curves.RATES formulas -> plain text
+MATHTEXT = (("$", ""), ("\\,", " "), ("\\log", "log"), ("\\delta", "δ"), ("\\varepsilon", "ε"),
+            ("\\sqrt", "√"), ("^2", "²"), ("{", "("), ("}", ")"))
+
+
+def plain_formula(formula: str) -> str:
+    for old, new in MATHTEXT:
+        formula = formula.replace(old, new)
+    return formula
+
+
+def _rate_traces(panel: pd.DataFrame, view: View, name: str, curve: str | None, legend: dict) -> list[dict]:
+    """A paper's rate (curves.RATES[name]) with its constants fitted to one curve of the panel
+    (curves.fit_rate), grey dash-dot, as plots._draw_rate draws it: one line over epsilon, or one
+    per epsilon over n or d."""
+    fitted = fit_rate(panel, name, curve)
+    if fitted is None:
+        return []
+    rows = reference_curve(panel, fitted.rate, fitted.curve)
+    entry = f"{plain_formula(fitted.rate.formula)} ({fitted.rate.source}), fitted to {fitted.curve}"
+    legend.setdefault(entry, {"name": entry, "colour": RATE_COLOUR, "dash": "dashdot", "filled": False})
+    names = "ab" if len(fitted.constants) > 1 else "c"
+    constants = ", ".join(f"{k} = {v:.3g}" for k, v in zip(names, fitted.constants))
+    hover = f"{escape(entry)}<br>{constants}<extra></extra>"
+    parts = [rows] if view.x == "epsilon" else [part for _, part in rows.groupby("epsilon", sort=True)]
+    traces = []
+    for part in parts:
+        part = part.iloc[np.argsort(_xs(part, view), kind="stable")]
+        traces.append({"type": "scatter", "mode": "lines", "x": [float(x) for x in _xs(part, view)],
+                       "y": [float(v) for v in fitted.values(part)], "legendgroup": entry, "name": entry,
+                       "line": {"color": RATE_COLOUR, "dash": "dashdot", "width": 1.5}, "showlegend": False,
+                       "meta": "rate", "hovertemplate": hover})
+    return traces
 
 
 def _majority_trace(panel: pd.DataFrame, view: View, metric: str, legend: dict) -> list[dict]:

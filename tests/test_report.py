@@ -15,7 +15,8 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from dpbench import report, stored_tables
+from dpbench import curves as curves_mod
+from dpbench import pipeline, report, stored_tables
 from dpbench.cli import main
 from dpbench.spec import load
 
@@ -39,7 +40,9 @@ def page_data(path: Path) -> dict:
 def pidp_groups():
     exp = _spec("pidp")
     curves = stored_tables.load_curves(exp, RESULTS)
-    return exp, curves, report.build_groups(exp, stored_tables.load_runs(exp, RESULTS), curves)
+    runs = stored_tables.in_spec(exp, stored_tables.load_runs(exp, RESULTS))
+    selected = curves_mod.selected_by_metric(runs, exp.metrics, exp.selection)
+    return exp, curves, report.build_groups(exp, runs, selected, curves)
 
 
 def test_every_curve_point_has_the_runs_that_make_its_mean(pidp_groups):
@@ -147,6 +150,48 @@ def test_majority_line_where_the_spec_asks_for_it(site):
         assert len(lines) == 1, panel["title"]
         assert lines[0]["y"][0] == lines[0]["y"][1] and 0.5 <= lines[0]["y"][0] < 1.0
         assert "majority" in lines[0]["hovertemplate"]
+
+
+def test_fitted_rate_where_the_spec_asks_for_it(tmp_path):
+    """dpsco's figure has `reference: dpsco_rate`: per epsilon a grey line of the rate with the
+    constants curves.fit_rate fits to output perturbation's curve, its values the fitted formula's."""
+    from dpbench.curves import fit_rate, reference_curve
+
+    exp = _spec("dpsco")
+    report.build([exp], results=RESULTS, out=tmp_path, baseline=False)
+    fig = page_data(tmp_path / "dpsco.html")["figures"][0]
+    rates = [t for t in fig["panels"][0]["traces"] if t.get("meta") == "rate"]
+    curves = stored_tables.load_curves(exp, RESULTS)
+    panel = curves[curves["metric"] == exp.figures[0].metric]
+    fitted = fit_rate(panel, "dpsco_rate")
+    assert fitted is not None and len(rates) == panel["epsilon"].nunique()
+    rows = reference_curve(panel, fitted.rate, fitted.curve)
+    for trace, (_, part) in zip(rates, rows.groupby("epsilon", sort=True)):
+        assert "a d log(1/δ)/(n²ε²) + b/n" in trace["name"] and f"fitted to {fitted.curve}" in trace["name"]
+        part = part.sort_values("n_train")
+        assert trace["x"] == part["n_train"].astype(float).tolist()
+        assert trace["y"] == pytest.approx(fitted.values(part).tolist(), rel=1e-12)
+    assert any(e["name"] == rates[0]["name"] for e in fig["legend"])
+
+
+def test_claim_marks_where_claims_hold_or_fail_significantly(tmp_path):
+    """dpsco's claims mark points (pipeline.significant_marks): every marked point of the figure
+    gets a star (holds) or a cross (fails) at the curve's value, as in the PNG."""
+    exp = _spec("dpsco")
+    report.build([exp], results=RESULTS, out=tmp_path, baseline=False)
+    fig = page_data(tmp_path / "dpsco.html")["figures"][0]
+    drawn = {"star": 0, "x": 0}
+    for trace in fig["panels"][0]["traces"]:
+        if trace.get("meta") == "claim":
+            drawn[trace["marker"]["symbol"]] += len(trace["x"])
+            assert all("claim " in t and ("holds" in t or "fails" in t) for t in trace["text"])
+    marks = pipeline.significant_marks(pipeline.claim_verdicts(exp, RESULTS))
+    curves = stored_tables.load_curves(exp, RESULTS)
+    shown = pipeline._with_marks(curves[curves["metric"] == exp.figures[0].metric], marks)
+    texts = shown.loc[shown["epsilon"].notna(), "claim_mark"].fillna("")
+    expected = {"star": int(texts.map(lambda t: any(m.strip().startswith("+") for m in t.split(",") if m)).sum()),
+                "x": int(texts.map(lambda t: any(m.strip().startswith("-") for m in t.split(",") if m)).sum())}
+    assert drawn == expected and sum(drawn.values()) > 0
 
 
 def test_audit_page_has_every_audit(site):

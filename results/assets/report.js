@@ -74,7 +74,6 @@
       });
       section.appendChild(links);
     }
-    if (fig.note) section.appendChild(el("p", { class: "static", text: fig.note }));
     if (!fig.panels.length) {
       section.appendChild(el("p", { class: "empty", text: fig.empty || "nothing to draw" }));
       var png = (fig.static || []).filter(function (h) { return /\.png$/.test(h); })[0];
