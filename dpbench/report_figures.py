@@ -158,7 +158,8 @@ def interactive_figure(shown: pd.DataFrame, view: View, metric: str, *, title: s
     """The JSON-able description of one interactive figure, or None when no row has `metric`.
 
     {"id", "title", "x_title", "y_title", "x_log", "y_log", "legend": [{"name", "colour", "dash",
-    "filled"}], "panels": [{"title", "traces": [plotly.js trace, ...]}]}. A band trace (fill
+    "filled", "marker" (False: a line without markers)}], "panels": [{"title", "traces": [plotly.js
+    trace, ...]}]}. A band trace (fill
     between the 95% interval edges, no hover) precedes its line and shares its `legendgroup`, so
     hiding a legend entry hides both. `reference`, `reference_curve`: the figure's options of the
     same names (a paper's rate fitted per panel, `_rate_traces`).
@@ -286,7 +287,8 @@ def _rate_traces(panel: pd.DataFrame, view: View, name: str, curve: str | None, 
         return []
     rows = reference_curve(panel, fitted.rate, fitted.curve)
     entry = f"{plain_formula(fitted.rate.formula)} ({fitted.rate.source}), fitted to {fitted.curve}"
-    legend.setdefault(entry, {"name": entry, "colour": RATE_COLOUR, "dash": "dashdot", "filled": False})
+    legend.setdefault(entry, {"name": entry, "colour": RATE_COLOUR, "dash": "dashdot", "filled": False,
+                              "marker": False})
     names = "ab" if len(fitted.constants) > 1 else "c"
     constants = ", ".join(f"{k} = {v:.3g}" for k, v in zip(names, fitted.constants))
     hover = f"{escape(entry)}<br>{constants}<extra></extra>"
@@ -311,7 +313,8 @@ def _majority_trace(panel: pd.DataFrame, view: View, metric: str, legend: dict) 
     if not xs.size:
         return []
     rate = float(panel["majority_accuracy"].dropna().iloc[0])
-    legend.setdefault(MAJORITY, {"name": MAJORITY, "colour": "#888888", "dash": "dash", "filled": False})
+    legend.setdefault(MAJORITY, {"name": MAJORITY, "colour": "#888888", "dash": "dash", "filled": False,
+                                 "marker": False})
     return [{"type": "scatter", "mode": "lines", "x": [float(xs.min()), float(xs.max())], "y": [rate, rate],
              "line": {"color": "#888888", "dash": "dash", "width": 1.5}, "legendgroup": MAJORITY,
              "name": MAJORITY, "showlegend": False, "meta": "baseline",

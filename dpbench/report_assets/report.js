@@ -43,6 +43,7 @@
       if (DASH_SVG[entry.dash]) line.setAttribute("stroke-dasharray", DASH_SVG[entry.dash]);
       svg.appendChild(line);
     }
+    if (entry.marker === false) return svg;  // a line without markers (a fitted rate, the majority class)
     var dot = document.createElementNS(ns, "circle");
     dot.setAttribute("cx", "15"); dot.setAttribute("cy", "6"); dot.setAttribute("r", "3.5");
     dot.setAttribute("stroke", entry.colour); dot.setAttribute("stroke-width", "1.5");
