@@ -81,15 +81,28 @@ def _key(label, dataset, model, epsilon) -> tuple:
 
 
 def _json_value(value):
-    """A table value as JSON: NaN/None -> None, numpy scalars -> Python, JSON text kept as text."""
+    """A table value as JSON: NaN/None -> None, ±inf -> "inf"/"-inf", numpy scalars -> Python, text
+    kept as text."""
     if value is None:
         return None
     if isinstance(value, (float, np.floating)):
-        return None if not np.isfinite(value) else float(value)
+        return None if np.isnan(value) else float(value) if np.isfinite(value) else str(float(value))
     if isinstance(value, (np.integer,)):
         return int(value)
     if isinstance(value, (np.bool_,)):
         return bool(value)
+    return value
+
+
+def _finite(value):
+    """A parsed ledger with every non-finite number (NaN, inf: valid in the stored JSON, not in the
+    page's) written as its text ("nan", "inf")."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
     return value
 
 
@@ -109,7 +122,7 @@ class Groups:
             return None
         if text not in self._ledger_ids:
             self._ledger_ids[text] = len(self.ledgers)
-            self.ledgers.append(json.loads(text))
+            self.ledgers.append(_finite(json.loads(text)))
         return self._ledger_ids[text]
 
     def add(self, metric: str, key: tuple, record: dict) -> None:

@@ -218,6 +218,13 @@ def test_nothing_stored_is_an_error_and_writes_nothing(tmp_path):
     assert not (tmp_path / "site").exists()
 
 
+def test_a_ledger_with_non_finite_numbers_still_makes_a_page():
+    groups = report.Groups()
+    gid = groups.ledger_id('{"epsilon_spent": {"rdp": Infinity}, "sensitivity": NaN, "steps": 3}')
+    assert groups.ledgers[gid] == {"epsilon_spent": {"rdp": "inf"}, "sensitivity": "nan", "steps": 3}
+    assert json.loads(report._script_json({"ledgers": groups.ledgers}))["ledgers"][0]["steps"] == 3
+
+
 def test_script_json_cannot_close_its_element():
     text = report._script_json({"label": "</script><script>alert(1)</script>"})
     assert "</" not in text
