@@ -203,7 +203,8 @@ def run(specs, profile, jobs, backend, scheduler, data_dir, no_progress, allow_l
         out = pipeline.render(exp, results=results, summary=summary, partial=bool(summary.failed), data_dir=data_dir)
         click.echo(f"== {exp.name} [{exp.profile}] (seeds: {exp.seeds_summary()})")
         _report(exp, out)
-        tables = [name for name in ("runs.csv.gz", "curves.csv", "audits.csv") if (out.folder / name).is_file()]
+        tables = [name for name in (pipeline.RUNS_FILE, pipeline.CURVES_FILE, "audits.csv")
+                  if (out.folder / name).is_file()]
         click.echo(f"results: {out.folder}/ ({', '.join(tables + ['manifest.json'])}, "
                    f"{', '.join(p.name for p in out.figures if p.suffix == '.png') or 'no figures'})")
         _claims_line(out)

@@ -30,6 +30,7 @@ from dpbench.spec import DEFAULT_PROFILE, Experiment, FigureSpec
 from dpbench.store import ResultStore, RoutedStore, atomic_write_bytes_via, atomic_write_text
 
 RUNS_FILE = "runs.csv.gz"  # the per-cell table of an output folder
+CURVES_FILE = "curves.csv"  # its curves (what the figures draw)
 PACKAGES = ("numpy", "scipy", "pandas", "matplotlib", "joblib", "dp-accounting", "dpbench", "click", "pyyaml")
 
 
@@ -332,7 +333,7 @@ def render(exp: Experiment, *, results: str | Path = "results", summary: runner.
         timed = [c for c in ("fit_seconds",) if c in runs]
         changed.append(_write_csv_gz(folder / RUNS_FILE, runs.drop(columns=timed)))
         _write_csv_gz(folder / "timings.csv.gz", runs[["key", *GROUP_COLUMNS, "rep", *timed]])  # local
-        changed.append(atomic_write_bytes_via(folder / "curves.csv",
+        changed.append(atomic_write_bytes_via(folder / CURVES_FILE,
                                               lambda tmp: curves.to_csv(tmp, index=False, float_format="%.10g")))
     if not traces.empty:  # per-iteration curves of the selected fits (algorithms with trace_every)
         changed.append(_write_csv_gz(folder / "trace_curves.csv.gz", traces, float_format="%.6g"))

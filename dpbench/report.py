@@ -154,9 +154,9 @@ def _candidates(runs: pd.DataFrame, score: str) -> dict[tuple, tuple[str, list[d
         for params, part in group.groupby("params", sort=True):
             own = {k: v for k, v in combos[params].items() if k not in shared}
             value = part[score].mean() if has_score else np.nan
-            rows.append({"params": rf.params_text(json.dumps(own)) or "(none)", "params_json": params,
+            rows.append({"params": rf.params_text(own) or "(none)", "params_json": params,
                          "runs": int(len(part)), "score": _json_value(value)})
-        out[_key(*keys)] = (rf.params_text(json.dumps(shared)), rows)
+        out[_key(*keys)] = (rf.params_text(shared), rows)
     return out
 
 
@@ -237,6 +237,12 @@ def _read_csv(path: Path) -> pd.DataFrame | None:
         raise ReportError(f"{path}: unreadable ({exc}); restore it (git checkout -- {path})") from None
 
 
+def _static_files(folder: Path, stem: str, out: Path) -> list[str]:
+    """The PNG and PDF of a figure that exist, as links relative to the page folder `out`."""
+    return [Path(os.path.relpath(folder / f"{stem}.{ext}", out)).as_posix() for ext in ("png", "pdf")
+            if (folder / f"{stem}.{ext}").is_file()]
+
+
 def _provenance(exp: Experiment, manifest: dict | None, folder: Path) -> dict:
     """What made the results: commit, spec, packages, data files, time (manifest.json)."""
     if manifest is None:
@@ -283,8 +289,6 @@ def experiment_data(exp: Experiment, results: str | Path, out: Path, *, baseline
     for shown in pipeline.figure_tables(exp, curves, traces, note=note, baseline=baseline, data_dir=data_dir,
                                         marks=pipeline.significant_marks(verdicts)):
         fig = shown.figure
-        static = [os.path.relpath(folder / f"{fig.name}.{ext}", out) for ext in ("png", "pdf")
-                  if (folder / f"{fig.name}.{ext}").is_file()]
         entry = None
         if shown.kind.view is not None and not shown.table.empty:
             options = dict(fig.options)
@@ -296,17 +300,15 @@ def experiment_data(exp: Experiment, results: str | Path, out: Path, *, baseline
             entry = {"id": fig.name, "title": shown.title, "panels": [],
                      "empty": "no stored rows for this figure" if shown.table.empty else
                      f"figure kind {fig.kind!r} has no interactive view: the static figure is shown"}
-        entry["static"] = [p.replace(os.sep, "/") for p in static]
+        entry["static"] = _static_files(folder, fig.name, out)
         figures.append(entry)
     audit_rows = []
     if audits is not None and not audits.empty:
-        audit_rows = [{k: _json_value(v) for k, v in row.items() if _json_value(v) not in (None, "")}
-                      for _, row in audits.iterrows()]
+        audit_rows = [{k: v for k, v in ((k, _json_value(v)) for k, v in row.items()) if v not in (None, "")}
+                      for row in audits.to_dict("records")]
         audit_fig = rf.audit_figure(audits, list(range(len(audits))))
         if audit_fig is not None:
-            static = [os.path.relpath(folder / f"audit.{ext}", out).replace(os.sep, "/") for ext in ("png", "pdf")
-                      if (folder / f"audit.{ext}").is_file()]
-            figures.append({**audit_fig, "static": static})
+            figures.append({**audit_fig, "static": _static_files(folder, "audit", out)})
     claims = _read_csv(folder / "claims.csv")
     manifest = json.loads((folder / "manifest.json").read_text()) if (folder / "manifest.json").is_file() else None
     return {"experiment": exp.name, "profile": exp.profile, "description": exp.description,

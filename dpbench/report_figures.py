@@ -53,15 +53,16 @@ def _fmt(value) -> str:
     return f"{value:.4g}"
 
 
-def params_text(params: str | float | None) -> str:
-    """The hyperparameters JSON of a curve as `name=value, ...` (without the unset ones)."""
-    if not isinstance(params, str) or not params:
+def params_text(params: str | dict | float | None) -> str:
+    """Hyperparameters (a curve's JSON, or the parsed dict) as `name=value, ...` without the unset ones."""
+    if isinstance(params, str) and params:
+        try:
+            params = json.loads(params)
+        except ValueError:
+            return params
+    if not isinstance(params, dict):
         return ""
-    try:
-        values = json.loads(params)
-    except ValueError:
-        return params
-    return ", ".join(f"{k}={v}" for k, v in values.items() if v is not None)
+    return ", ".join(f"{k}={v}" for k, v in params.items() if v is not None)
 
 
 HOVER_WIDTH = 52  # characters per hover line: a panel is ~400 px wide at its narrowest

@@ -19,10 +19,9 @@ import pandas as pd
 
 from dpbench import curves as curves_mod
 from dpbench.errors import DpbenchError
-from dpbench.pipeline import RUNS_FILE
+from dpbench.pipeline import CURVES_FILE, RUNS_FILE
 
 TRACE_CURVES_FILE = "trace_curves.csv.gz"
-CURVES_FILE = "curves.csv"
 
 #: text columns of `curves.runs_table`; read as strings whatever they look like (a cell key such as
 #: "1234e567..." would otherwise parse as a number, a label "NA" as missing)
@@ -199,7 +198,7 @@ def render_from_runs(exp, *, results: str | Path = "results", partial: bool = Fa
     traces = load_traces(exp, results)
     traces = pd.DataFrame() if traces is None else complete_traces(traces, curves)
     folder.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes_via(folder / "curves.csv", lambda tmp: curves.to_csv(tmp, index=False, float_format="%.10g"))
+    atomic_write_bytes_via(folder / CURVES_FILE, lambda tmp: curves.to_csv(tmp, index=False, float_format="%.10g"))
     audits = pipeline._audits_for_claims(exp, results)
     verdicts = pipeline.claims_from(exp, selected, audits)
     pipeline.write_claims(exp, verdicts, results)

@@ -166,10 +166,8 @@ def test_legend_hides_a_method_and_axes_switch_scale(site, browser):
     figure = browser.find_element(By.CSS_SELECTOR, "section.figure")
     item = figure.find_element(By.CSS_SELECTOR, ".legend li")
     group = item.get_attribute("data-group")
-    count_visible = ("var n = 0; arguments[0].querySelectorAll('.plot').forEach(function (d) {"
-                     " d.data.forEach(function (t) { if (t.legendgroup === arguments[1] && t.visible !== false) n++; });"
-                     " }); return n;")
-    script = count_visible.replace("arguments[1]", "g").replace("var n = 0;", "var n = 0, g = arguments[1];")
+    script = ("var n = 0, g = arguments[1]; arguments[0].querySelectorAll('.plot').forEach(function (d) {"
+              " d.data.forEach(function (t) { if (t.legendgroup === g && t.visible !== false) n++; }); }); return n;")
     before = browser.execute_script(script, figure, group)
     assert before > 0
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", item)
