@@ -93,6 +93,25 @@ def _guarded(work: Callable[[Any], dict], cell: Any, parent_pid: int | None = No
     return record
 
 
+_TRACKER_FILTER = "ignore:resource_tracker:UserWarning"
+
+
+def _quiet_resource_tracker() -> None:
+    """Silence the shutdown warnings of loky's resource tracker in the processes started from here.
+
+    The tracker is a separate process (started with the first loky pool, inheriting this
+    environment) that outlives the command. When a run is interrupted, joblib terminates the
+    workers, and a worker killed while holding one of the pool's semaphores leaves it
+    registered; at exit the tracker unlinks it itself and warns "resource_tracker: There appear
+    to be 1 leaked semlock objects ...", after dpbench's one-line message and possibly after the
+    shell prompt. The filter (added to PYTHONWARNINGS, which child processes read at start)
+    matches only warnings whose message begins with "resource_tracker:"; nothing is left
+    uncleaned, and this process's own warning filters are unchanged."""
+    current = os.environ.get("PYTHONWARNINGS", "")
+    if _TRACKER_FILTER not in current.split(","):
+        os.environ["PYTHONWARNINGS"] = ",".join(part for part in (current, _TRACKER_FILTER) if part)
+
+
 @contextlib.contextmanager
 def _backend(backend: str, jobs: int, scheduler: str | None) -> Iterator[dict]:
     if backend not in BACKENDS:
@@ -119,6 +138,8 @@ def _backend(backend: str, jobs: int, scheduler: str | None) -> Iterator[dict]:
     else:
         if scheduler:
             raise DpbenchError("--scheduler only applies to --backend dask")
+        if backend == "loky":
+            _quiet_resource_tracker()
         with parallel_config(backend=backend):
             yield {"n_jobs": jobs}
 
