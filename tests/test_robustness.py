@@ -265,7 +265,7 @@ def test_ctrl_c_is_one_line_keeps_what_was_stored_and_leaves_no_temporary_file(t
     # the last line, even when loky's resource tracker (a process that outlives the command and
     # holds stderr open, so communicate() waits for it) cleaned up a semaphore of a killed worker
     assert err.strip().splitlines()[-1].startswith("interrupted: every result finished before is stored"), err
-    assert "resource_tracker" not in err and "Warning" not in err, err
+    assert "resource_tracker" not in err, err
     assert "Traceback" not in err
     stored = list(cells.glob("*.json"))
     assert len(stored) >= 3 and all(json.loads(p.read_text())["status"] == "ok" for p in stored)
