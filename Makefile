@@ -3,7 +3,9 @@
 #                  every experiment in experiments/ (full profile), draw its figures and build the report
 #   make report    the static HTML report (results/index.html, one page per experiment) from the stored tables
 #   make fetch     download the original UCI files missing from $(DPBENCH_DATA) (needs the network)
-#   make test      `make check`, then the fast test suite (what CI runs)
+#   make test      the layer contracts, the docs site (--strict), `make check`, then the fast test suite (what CI runs)
+#   make layers    the import contracts of pyproject.toml ([tool.importlinter]): layers import only downward, no cycle
+#   make docs      the documentation site (mkdocs.yml, docs/) into site/
 #   make check     every experiment's ci profile against its stored reference curves
 #   make test-slow the paper-scale tests (marker `slow`), left out of make test
 #   make bench-opacus  install the optional extra (torch + opacus), then compare dpbench's DP-SGD
@@ -22,19 +24,25 @@ STAMP := $(VENV)/.installed
 # installed with the extra; the extra's plain `torch>=2.0` could otherwise pull a multi-GB CUDA build
 TORCH ?= torch==2.13.0
 
-.PHONY: install test test-slow pytest check figures report fetch verify bench bench-opacus help
+.PHONY: install test test-slow pytest check layers docs figures report fetch verify bench bench-opacus help
 
 help:
-	@echo "make figures | make report | make fetch | make test (= check + pytest) | make check | make test-slow | make bench | make bench-opacus | make verify | make install"
+	@echo "make figures | make report | make fetch | make test (= layers + docs + check + pytest) | make check | make layers | make docs | make test-slow | make bench | make bench-opacus | make verify | make install"
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[test,dask]"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[test,dask,docs]"
 	touch $(STAMP)
 
 install: $(STAMP)
 
-test: check pytest  # pytest last, so its summary closes the output
+test: layers docs check pytest  # pytest last, so its summary closes the output
+
+layers: $(STAMP)
+	$(BIN)/lint-imports --no-cache
+
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --quiet --site-dir site
 
 pytest: $(STAMP)
 	$(BIN)/python -m pytest -q

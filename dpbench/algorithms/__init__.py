@@ -2,9 +2,15 @@
 decorator in base.py); importing the package imports them all, so an algorithm is one file."""
 
 from dpbench.algorithms.base import (
-    REGISTRY, AlgorithmInfo, Fit, PrivacyTarget, Problem, algorithm, ledger,
+    REGISTRY,
+    AlgorithmInfo,
+    Fit,
+    PrivacyTarget,
+    Problem,
+    algorithm,
+    ledger,
 )
-from dpbench.registry import Param, import_submodules
+from dpbench.core.registry import Param, import_submodules
 
 import_submodules(__name__)
 

@@ -13,9 +13,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from dpbench.ledger import Adjacency, Ledger
+from dpbench.core.ledger import Adjacency, Ledger
+from dpbench.core.registry import BUILT_IN, Declared, Param, Registry, current_source, params_of
 from dpbench.models.base import Model
-from dpbench.registry import BUILT_IN, Declared, Param, Registry, current_source, params_of
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class PrivacyTarget:
 
 @dataclass
 class Fit:
-    """What `fit` returns: parameters, the privacy ledger (`dpbench.ledger.Ledger`, stored with the cell)
+    """What `fit` returns: parameters, the privacy ledger (`dpbench.core.ledger.Ledger`, stored with the cell)
     and an optional trace."""
 
     theta: np.ndarray
@@ -62,7 +62,7 @@ FitFunction = Callable[..., Fit]
 @dataclass(frozen=True)
 class AlgorithmInfo(Declared):
     """A registered algorithm: name, paper, whether it is private, its fit and the parameters
-    that fit declares (`dpbench.registry.params_of`: its annotated keyword arguments)."""
+    that fit declares (`dpbench.core.registry.params_of`: its annotated keyword arguments)."""
 
     name: str
     title: str
@@ -71,7 +71,7 @@ class AlgorithmInfo(Declared):
     fit: FitFunction
     params: tuple[Param, ...] = ()
     convex_only: bool = False  # its privacy proof needs a convex loss
-    source: str = BUILT_IN  # or the plugin reference it was loaded from (dpbench.plugins)
+    source: str = BUILT_IN  # or the plugin reference it was loaded from (dpbench.run.plugins)
     updates: bool = False  # its fits report every noisy step (`dpbench.algorithms.releases`)
 
     @property
@@ -88,7 +88,7 @@ def algorithm(name: str, *, title: str, citation: str, private: bool, convex_onl
     """Declare `fit(problem, privacy, rng, *, <annotated hyperparameters>) -> Fit` as algorithm `name`.
 
     The hyperparameters are the fit's keyword-only arguments, each `Annotated[type, Param(...)]`
-    with its default (`dpbench.registry.params_of`). updates=True says that the fit reports every
+    with its default (`dpbench.core.registry.params_of`). updates=True says that the fit reports every
     noisy step it takes (`dpbench.algorithms.releases.release`), so it can be audited with the
     adversary that sees all updates. The fit gets `fit.dpbench_component` (its AlgorithmInfo) and
     is registered unless register=False.
@@ -137,7 +137,7 @@ def ledger(
     claim_reason: str | None = None,
     **details: Any,
 ) -> Ledger:
-    """The privacy ledger of a fit (`dpbench.ledger.Ledger`): the named fields, and the
+    """The privacy ledger of a fit (`dpbench.core.ledger.Ledger`): the named fields, and the
     mechanism's own numbers as `details`. epsilon_spent maps accountant name -> epsilon that the
     code computed for the noise it actually used; claim is valid, none or paper-only (Ledger)."""
     return Ledger(private=private, mechanism=mechanism, claim=claim, target_epsilon=target_epsilon, delta=delta,

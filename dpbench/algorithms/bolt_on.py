@@ -74,13 +74,20 @@ import numpy as np
 
 from dpbench.algorithms import kernels
 from dpbench.algorithms.base import (
-    MAX_EPOCHS, Fit, PrivacyTarget, Problem, algorithm, bounded_rows, ledger, output_sensitivity_claim,
+    MAX_EPOCHS,
+    Fit,
+    PrivacyTarget,
+    Problem,
+    algorithm,
+    bounded_rows,
+    ledger,
+    output_sensitivity_claim,
 )
 from dpbench.algorithms.sgd import project_to_ball
-from dpbench.ledger import Adjacency
+from dpbench.core.ledger import Adjacency
+from dpbench.core.registry import Param
 from dpbench.models.base import Model
 from dpbench.privacy import analytic_gaussian_sigma, gaussian_epsilon, gaussian_noise, laplace_norm_noise
-from dpbench.registry import Param
 
 VARIANTS = ("convex", "strongly_convex", "strongly_convex_constant")
 NOISES = ("gaussian", "laplace_norm")

@@ -93,7 +93,8 @@ import numpy as np
 from dpbench.algorithms import releases
 from dpbench.algorithms.base import MAX_STEPS, Fit, PrivacyTarget, Problem, algorithm, ledger
 from dpbench.algorithms.sgd import project_to_ball
-from dpbench.ledger import Adjacency
+from dpbench.core.ledger import Adjacency
+from dpbench.core.registry import Param
 from dpbench.privacy.smooth_sensitivity import (
     EPS_C_MAX,
     VARIANTS,
@@ -104,7 +105,6 @@ from dpbench.privacy.smooth_sensitivity import (
     bun_steinke_params,
     eps_tilde,
 )
-from dpbench.registry import Param
 
 NAME = "ht_bun_steinke"
 DEFAULT_STEPS = 50

@@ -33,10 +33,19 @@ import numpy as np
 
 from dpbench.algorithms.base import Fit, PrivacyTarget, Problem, algorithm
 from dpbench.algorithms.dpsgd import (
-    BatchSize, Calibration, ClipNorm, Epochs, LearningRate, LrSchedule, PaperC, Radius, TraceEvery, fit_noisy_sgd,
+    BatchSize,
+    Calibration,
+    ClipNorm,
+    Epochs,
+    LearningRate,
+    LrSchedule,
+    PaperC,
+    Radius,
+    TraceEvery,
+    fit_noisy_sgd,
 )
+from dpbench.core.registry import Param
 from dpbench.models.base import Model
-from dpbench.registry import Param
 
 
 def blocks(model: Model) -> list[slice]:

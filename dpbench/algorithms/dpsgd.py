@@ -26,9 +26,9 @@ from typing import Annotated, Callable
 import numpy as np
 
 from dpbench.algorithms.base import MAX_EPOCHS, Fit, PrivacyTarget, Problem, algorithm, ledger
-from dpbench.ledger import Adjacency, Ledger
-from dpbench.registry import Param
 from dpbench.algorithms.sgd import LR_SCHEDULES, run_sgd, steps_for, training_loss_trace
+from dpbench.core.ledger import Adjacency, Ledger
+from dpbench.core.registry import Param
 from dpbench.privacy import calibrate_dpsgd_noise, dpsgd_epsilon_report, paper_dpsgd_sigma
 
 CALIBRATIONS = ("rdp", "pld", "paper")

@@ -93,12 +93,12 @@ import numpy as np
 from dpbench.algorithms import releases
 from dpbench.algorithms.base import MAX_EPOCHS, MAX_STEPS, Fit, PrivacyTarget, Problem, algorithm, ledger
 from dpbench.algorithms.sgd import project_to_ball, training_loss_trace
-from dpbench.ledger import Adjacency, Ledger
+from dpbench.core.ledger import Adjacency, Ledger
+from dpbench.core.registry import Param
 from dpbench.models.base import Model
 from dpbench.models.linear import _GLM
 from dpbench.privacy import dpsgd_epsilon_report, gaussian_composition_sigma, gaussian_epsilon
 from dpbench.privacy.gradient_noise import bst14_sigma, wyx17_classical_sigma
-from dpbench.registry import Param
 
 BST14_SCHEDULES = ("bst14_convex", "bst14_strongly_convex", "constant")
 DPGD_CALIBRATIONS = ("gdp", "paper")

@@ -52,10 +52,10 @@ from typing import Annotated
 import numpy as np
 
 from dpbench.algorithms.base import MAX_EPOCHS, Fit, PrivacyTarget, Problem, algorithm, ledger
-from dpbench.ledger import Adjacency
+from dpbench.core.ledger import Adjacency
+from dpbench.core.registry import Param
 from dpbench.models.base import Model
 from dpbench.privacy.erm import input_perturbation_variance
-from dpbench.registry import Param
 
 NOISES = ("shared", "per_example")
 THEOREMS = ("strongly_convex", "pl")

@@ -34,12 +34,11 @@ import math
 
 import numpy as np
 
-from dpbench import jit
-from dpbench.jit import HAVE_NUMBA, njit  # noqa: F401  (HAVE_NUMBA: re-exported for callers)
+from dpbench.core import jit
+from dpbench.core.jit import HAVE_NUMBA, njit  # noqa: F401  (HAVE_NUMBA: re-exported for callers)
 from dpbench.models.base import Model
 from dpbench.models.linear import LogisticRegression, RidgeRegression
 from dpbench.models.mlp import MLP
-
 
 #: loss codes of the GLM kernels: phi'(z; y) for logistic regression and ridge (models.linear)
 LOGISTIC, SQUARED = 0, 1
@@ -50,7 +49,7 @@ CHUNK_FLOATS = 1 << 17
 
 
 def jit_enabled() -> bool:
-    """`dpbench.jit.jit_enabled` (looked up at call time, so tests can set DPBENCH_JIT)."""
+    """`dpbench.core.jit.jit_enabled` (looked up at call time, so tests can set DPBENCH_JIT)."""
     return jit.jit_enabled()
 
 

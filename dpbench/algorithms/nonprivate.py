@@ -18,7 +18,7 @@ from scipy.optimize import minimize
 
 from dpbench.algorithms.base import MAX_EPOCHS, NON_PRIVATE_LEDGER, Fit, Problem, algorithm, ledger
 from dpbench.algorithms.sgd import LR_SCHEDULES, run_sgd, steps_for, training_loss_trace
-from dpbench.registry import Param
+from dpbench.core.registry import Param
 
 NEWTON_MAX_PARAMS = 2000
 

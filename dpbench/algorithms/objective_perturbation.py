@@ -87,13 +87,16 @@ from scipy.optimize import minimize
 
 from dpbench.algorithms.base import Fit, PrivacyTarget, Problem, algorithm, bounded_rows, ledger
 from dpbench.algorithms.nonprivate import NEWTON_MAX_PARAMS
-from dpbench.ledger import Adjacency
+from dpbench.core.ledger import Adjacency
+from dpbench.core.registry import Param
 from dpbench.models.base import Model
 from dpbench.models.linear import _GLM
 from dpbench.privacy.erm import (
-    kst_internal_epsilon, kst_objective_variance, kst_regulariser, kst_replace_one_epsilon,
+    kst_internal_epsilon,
+    kst_objective_variance,
+    kst_regulariser,
+    kst_replace_one_epsilon,
 )
-from dpbench.registry import Param
 
 #: nominal constants (those of the logistic loss) for models without bounds; the claim is then "none"
 NOMINAL_LIPSCHITZ = 1.0

@@ -60,14 +60,21 @@ from typing import Annotated
 import numpy as np
 
 from dpbench.algorithms.base import (
-    MAX_EPOCHS, Fit, PrivacyTarget, Problem, algorithm, bounded_rows, ledger, output_sensitivity_claim,
+    MAX_EPOCHS,
+    Fit,
+    PrivacyTarget,
+    Problem,
+    algorithm,
+    bounded_rows,
+    ledger,
+    output_sensitivity_claim,
 )
 from dpbench.algorithms.sgd import project_to_ball
-from dpbench.ledger import Adjacency
+from dpbench.core.ledger import Adjacency
+from dpbench.core.registry import Param
 from dpbench.models.base import Model
 from dpbench.privacy import analytic_gaussian_sigma, gaussian_epsilon
 from dpbench.privacy.erm import output_gd_sensitivity, zzmw_sensitivity
-from dpbench.registry import Param
 
 LIPSCHITZ_BOUNDS = ("paper", "data")
 NOMINAL_LIPSCHITZ = 1.0

@@ -149,12 +149,12 @@ from dpbench.algorithms import kernels, releases
 from dpbench.algorithms.base import MAX_EPOCHS, MAX_STEPS, Fit, PrivacyTarget, Problem, algorithm, ledger
 from dpbench.algorithms.dpsgd import CALIBRATIONS, dpsgd_noise_multiplier
 from dpbench.algorithms.sgd import stretch_end, training_loss_trace
-from dpbench.ledger import Adjacency
+from dpbench.core.ledger import Adjacency
+from dpbench.core.registry import Param
 from dpbench.models.base import Model, clip_factors
 from dpbench.models.linear import LogisticRegression
 from dpbench.models.mlp import MLP
 from dpbench.privacy import dpsgd_epsilon_report, pidp_contribution_sigma
-from dpbench.registry import Param
 
 DAMPINGS = ("add", "floor")
 HESSIANS = ("auto", "exact", "ggn")

@@ -97,7 +97,8 @@ import numpy as np
 from dpbench.algorithms import releases
 from dpbench.algorithms.base import MAX_STEPS, NON_PRIVATE_LEDGER, Fit, PrivacyTarget, Problem, algorithm, ledger
 from dpbench.algorithms.sgd import project_to_ball
-from dpbench.ledger import Adjacency
+from dpbench.core.ledger import Adjacency
+from dpbench.core.registry import Param
 from dpbench.models.base import Model
 from dpbench.privacy import gaussian_epsilon, zcdp_to_dp
 from dpbench.privacy.robust_mean import (
@@ -112,7 +113,6 @@ from dpbench.privacy.robust_mean import (
     robust_scale,
     robust_sum,
 )
-from dpbench.registry import Param
 
 DEFAULT_LR_NO_SMOOTHNESS = 0.1
 _EPS_SLACK = 1e-9  # relative: recomputed eps vs target (rounding only)

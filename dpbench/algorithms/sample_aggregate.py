@@ -88,9 +88,9 @@ import numpy as np
 from dpbench.algorithms.base import Fit, PrivacyTarget, Problem, algorithm, ledger
 from dpbench.algorithms.nonprivate import minimize_empirical_risk
 from dpbench.algorithms.sgd import project_to_ball
-from dpbench.ledger import Adjacency
+from dpbench.core.ledger import Adjacency
+from dpbench.core.registry import Param
 from dpbench.privacy.smooth_sensitivity import sample_aggregate_release
-from dpbench.registry import Param
 
 NAME = "ht_sample_aggregate"
 DEFAULT_SUBSETS = 1000

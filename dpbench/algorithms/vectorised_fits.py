@@ -51,7 +51,7 @@ from dpbench.algorithms.base import Fit, FitFunction, PrivacyTarget, Problem, ve
 from dpbench.algorithms.dpsgd import fit_dpsgd, noisy_sgd_plan
 from dpbench.algorithms.gradient_perturbation import dp_gd_plan, fit_dp_gd
 from dpbench.algorithms.sgd import learning_rates, poisson_batches
-from dpbench.ledger import Ledger
+from dpbench.core.ledger import Ledger
 from dpbench.models.base import Model
 from dpbench.models.linear import _GLM
 

@@ -21,7 +21,7 @@ packages add data sets through the entry point group `dpbench.datasets`. Importi
 registers the built-ins and reads no data file.
 
 A bad name or option raises ValueError (one line: the valid names, or "option: reason"); a
-missing or corrupt raw file raises `dpbench.errors.DataError` (one line: data set, paths looked
+missing or corrupt raw file raises `dpbench.core.errors.DataError` (one line: data set, paths looked
 at, how to get the data).
 """
 
@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from dpbench.core.registry import import_submodules
 from dpbench.data.base import COMMON_PARAMS, DATASETS, Common, Dataset, DatasetInfo, dataset
-from dpbench.registry import import_submodules
 
 import_submodules(__name__)  # every module of this package declares its data sets: adding one is adding a file
 

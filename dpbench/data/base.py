@@ -2,7 +2,7 @@
 
 A data set is one declaration: a loader `load(common, *, <options>) -> Dataset` decorated with
 `dataset(name, ...)`. Its keyword-only arguments, each `Annotated[type, Param(...)] = default`,
-are its options (`dpbench.registry.params_of`); `common` (a `Common`) carries what every data set
+are its options (`dpbench.core.registry.params_of`); `common` (a `Common`) carries what every data set
 gets: the repetition seed, the data folder and the options common to all data sets (n,
 test_fraction, val_fraction), which are declared once, in `Common`, and merged into every
 entry's `params`. `DatasetInfo.validate` then checks a whole spec `options:` mapping of the data
@@ -18,7 +18,7 @@ from typing import Annotated, Any, Callable
 
 import numpy as np
 
-from dpbench.registry import BUILT_IN, Declared, Param, Registry, current_source, params_of
+from dpbench.core.registry import BUILT_IN, Declared, Param, Registry, current_source, params_of
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ class DatasetInfo(Declared):
     `params`: every option a spec may set under the data set's `options:` -- the loader's own
     (its annotated keyword-only arguments, `own_params`) followed by `COMMON_PARAMS`. `origin`:
     "uci", "synthetic" or "user-supplied"; `source`: where the declaration comes from (built-in,
-    or the plugin reference it was loaded from, `dpbench.registry.current_source`). `check`: an
+    or the plugin reference it was loaded from, `dpbench.core.registry.current_source`). `check`: an
     optional function of the validated options raising ValueError "key: reason" for a
     constraint one `Param` cannot state (between options, or a strict upper bound).
     """
@@ -170,7 +170,7 @@ def dataset(name: str, *, description: str, citation: str, task: str, origin: st
     """Declare `load(common: Common, *, <annotated options>) -> Dataset` as data set `name`.
 
     The options are the loader's keyword-only arguments, each `Annotated[type, Param(...)]` with
-    its default (`dpbench.registry.params_of`); the common options (n, test_fraction,
+    its default (`dpbench.core.registry.params_of`); the common options (n, test_fraction,
     val_fraction) and the seed and data folder arrive in `common`. The loader gets
     `load.dpbench_component` (its DatasetInfo) and is registered unless register=False.
     """

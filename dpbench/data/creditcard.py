@@ -70,11 +70,11 @@ from typing import Annotated
 import numpy as np
 import pandas as pd
 
+from dpbench.core.errors import DataError
+from dpbench.core.registry import Param
 from dpbench.data import preprocess, uci
-from dpbench.data.uci import _abs, _one_line, _stat_key  # one definition of the file helpers
 from dpbench.data.base import Common, Dataset, dataset
-from dpbench.errors import DataError
-from dpbench.registry import Param
+from dpbench.data.uci import _abs, _one_line, _stat_key  # one definition of the file helpers
 
 NAME = "credit_card"
 FOLDER = "creditcard"

@@ -57,8 +57,8 @@ import zipfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from dpbench.core.errors import DataError, DpbenchError
 from dpbench.data import creditcard, uci
-from dpbench.errors import DataError, DpbenchError
 
 UCI_ARCHIVE = "https://archive.ics.uci.edu"
 KDD_ARCHIVE = "http://kdd.ics.uci.edu"

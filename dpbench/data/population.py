@@ -48,9 +48,9 @@ from typing import Annotated
 
 import numpy as np
 
+from dpbench.core.registry import Param
 from dpbench.data import preprocess
 from dpbench.data.base import Common, Dataset, dataset
-from dpbench.registry import Param
 
 NAME = "synthetic_population"
 DEFAULT_N = 1000

@@ -35,8 +35,8 @@ fractions) gives bit-identical arrays in any process of one machine):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd

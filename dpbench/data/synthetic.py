@@ -41,9 +41,9 @@ from typing import Annotated
 
 import numpy as np
 
+from dpbench.core.registry import Param
 from dpbench.data import preprocess
 from dpbench.data.base import Common, Dataset, dataset
-from dpbench.registry import Param
 
 #: Seed of the fixed generator that draws w* (independent of the data seed).
 W_STAR_SEED = 12345

@@ -11,7 +11,7 @@ Options (each a `Param` of the loader below):
 * `path` (required): the file. `.csv` (also compressed: .csv.gz, .csv.bz2, .csv.xz, .csv.zip,
   .csv.zst) is read by pandas with a header row; `.parquet` needs pyarrow (pandas.read_parquet),
   else a one-line DataError says to install it. In a spec a relative path is relative to the
-  YAML file's folder (`dpbench.registry.resolve_paths`); given to `data.load` directly, to the
+  YAML file's folder (`dpbench.core.registry.resolve_paths`); given to `data.load` directly, to the
   current directory.
 * `label`: the label column; `positive`: the label value mapped to +1, compared as text as it is
   written in the file (a whole number stored as float, 1.0, reads as "1"); every other value -> -1.
@@ -37,11 +37,11 @@ from typing import Annotated, Any
 import numpy as np
 import pandas as pd
 
+from dpbench.core.errors import DataError
+from dpbench.core.registry import Param
 from dpbench.data import preprocess, uci
 from dpbench.data.base import Common, Dataset, dataset
 from dpbench.data.uci import _abs, _clean_categorical, _one_line, _stat_key  # one definition of the file helpers
-from dpbench.errors import DataError
-from dpbench.registry import Param
 
 NAME = "csv"
 CSV_SUFFIXES = (".csv", ".csv.gz", ".csv.bz2", ".csv.xz", ".csv.zip", ".csv.zst")

@@ -98,10 +98,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dpbench.core.errors import DataError
+from dpbench.core.registry import Param, validate
 from dpbench.data import preprocess
 from dpbench.data.base import Common, Dataset, declare, option
-from dpbench.errors import DataError
-from dpbench.registry import Param, validate
 
 HOW_TO_GET = (
     "pass --data DIR or set DPBENCH_DATA to a folder with the UCI layout (e.g. ../shared/data; "

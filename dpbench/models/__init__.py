@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dpbench.registry import import_submodules
+from dpbench.core.registry import import_submodules
 
 from .base import MODELS, Model, ModelInfo, clip_factors, model
 

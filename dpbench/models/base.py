@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from dpbench.registry import BUILT_IN, Declared, Param, Registry, current_source, params_of
+from dpbench.core.registry import BUILT_IN, Declared, Param, Registry, current_source, params_of
 
 
 def clip_factors(norms: np.ndarray, clip_norm: float) -> np.ndarray:

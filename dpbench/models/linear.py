@@ -12,12 +12,12 @@ Hessian phi''(z_i) x_i x_i^T. `_GLM` implements every method from (phi, phi', ph
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import numpy as np
 from scipy.special import expit
 
-from typing import Annotated
-
-from dpbench.registry import Param
+from dpbench.core.registry import Param
 
 from .base import Model, clip_factors, model
 

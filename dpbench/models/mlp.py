@@ -24,14 +24,13 @@ delta_i = dl/dz_i = s_i (w2 * act'(z_i)) (backprop). The per-example gradient is
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import numpy as np
 from scipy.special import expit
 
-from typing import Annotated
-
-from dpbench.registry import Param
-
-from dpbench.jit import jit_enabled
+from dpbench.core.jit import jit_enabled
+from dpbench.core.registry import Param
 
 from . import mlp_kernels
 from .base import Model, clip_factors, model

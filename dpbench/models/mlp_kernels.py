@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from dpbench.jit import njit
+from dpbench.core.jit import njit
 
 TANH, SOFTPLUS = 0, 1
 

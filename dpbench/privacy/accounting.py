@@ -105,11 +105,10 @@ import logging
 import math
 from typing import Callable
 
-from scipy import special
-
 from dp_accounting import dp_event
 from dp_accounting.pld import pld_privacy_accountant
 from dp_accounting.rdp import rdp_privacy_accountant
+from scipy import special
 
 from dpbench.privacy import pld_gaussian
 from dpbench.privacy.checks import integer, positive, unit_interval

@@ -22,7 +22,7 @@ a fixed split. Maximising the bound over thresholds on the same runs that estima
 Ceiling: with zero errors on N evaluation runs a side, U = 1 - (alpha/2)^(1/N) ~ ln(2/alpha)/N,
 so no audit can certify more than about ln(N/3.69) at alpha = 0.05 (N = 1000: 5.6); `audit_ceiling`.
 
-Pure maths (numpy/scipy), no I/O; `dpbench.audit` drives the trainings.
+Pure maths (numpy/scipy), no I/O; `dpbench.audit.multi_run` drives the trainings.
 """
 
 from __future__ import annotations

@@ -26,7 +26,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
 from dp_accounting.pld import privacy_loss_distribution as _pld_lib
 from dp_accounting.pld import privacy_loss_mechanism as _plm
 

@@ -66,9 +66,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy.special import ndtr
 
 from dpbench.privacy.checks import integer, positive, unit_interval
-from scipy.special import ndtr
 
 __all__ = [
     "PHI_BOUND",

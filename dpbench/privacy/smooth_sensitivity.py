@@ -90,7 +90,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial.distance import cdist
 
-from dpbench.jit import jit_enabled, njit
+from dpbench.core.jit import jit_enabled, njit
 from dpbench.privacy.accounting import zcdp_to_dp
 
 __all__ = [

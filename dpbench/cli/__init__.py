@@ -1,0 +1,1 @@
+"""The command-line interface: thin verbs that parse, call the layers below and print."""

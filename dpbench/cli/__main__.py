@@ -1,0 +1,5 @@
+"""`python -m dpbench.cli`: the `dpbench` command."""
+
+from dpbench.cli.main import main
+
+main()

@@ -1,0 +1,114 @@
+"""The claims of an experiment evaluated on its selected runs and audits, written to claims.csv
+and claims.md, and every per-seed point `dpbench check` compares (curve points, audit bounds,
+claim verdicts)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dpbench.analysis import curves as curves_mod
+from dpbench.core.store import (
+    atomic_write_bytes_via,
+)
+from dpbench.experiment.audits import audit_points, audit_results, stored_audits
+from dpbench.experiment.inventory import inventory, runs_and_selection
+from dpbench.experiment.layout import RUNS_FILE, output_folder
+from dpbench.spec.experiment import Experiment
+
+
+def seed_points(exp: Experiment, results: str | Path, data_dir: str | None = None) -> pd.DataFrame:
+    """Per-seed values of every curve point (what `check` compares with the reference), the
+    audits' bounds and estimates, and the claims' verdicts (metric "claim:<id>")."""
+    from dpbench.analysis.check import seed_points as points
+
+    _, selected, _ = runs_and_selection(exp, results)
+    parts = [points(selected)]
+    found = audit_results(exp, results=results, data_dir=data_dir) if exp.audits else []
+    if exp.audits:
+        parts.append(audit_points(exp, results, data_dir, found=found))
+    if exp.claims:  # a verdict that changes fails the check like a moved point
+        from dpbench.analysis import claims as claims_mod
+
+        audits = pd.DataFrame([r.row() for r in found]) if found else None
+        parts.append(claims_mod.check_points(claims_from(exp, selected, audits)))
+    parts = [p for p in parts if not p.empty]
+    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0] if parts else points(selected)
+
+
+# =============================================================================================
+# claims (dpbench.analysis.claims): verdicts of the experiment's `claims:` block
+# =============================================================================================
+def selected_for_claims(exp: Experiment, results: str | Path) -> dict[str, pd.DataFrame]:
+    """The selected runs per metric: from the stored cells, or, in a checkout without them, from
+    the committed runs table (results/<exp>/runs.csv.gz, what a fresh clone has)."""
+    records = inventory(exp, results).records
+    if records:
+        return runs_and_selection(exp, results, records)[1]
+    if not (output_folder(exp, results) / RUNS_FILE).is_file():
+        return {}
+    from dpbench.experiment.stored import load_runs
+
+    return curves_mod.selected_by_metric(load_runs(exp, results), exp.metrics, exp.selection)
+
+
+def audits_for_claims(exp: Experiment, results: str | Path) -> pd.DataFrame | None:
+    """The audits table: from the stored audit chunks, else the committed audits.csv."""
+    if not exp.audits:
+        return None
+    found, _ = stored_audits(exp, results)
+    if found:
+        return pd.DataFrame([r.row() for r in found])
+    path = output_folder(exp, results) / "audits.csv"
+    return pd.read_csv(path) if path.is_file() else None
+
+
+def claims_from(exp: Experiment, selected: dict[str, pd.DataFrame], audits: pd.DataFrame | None) -> list:
+    """dpbench.analysis.claims.Verdict of the experiment's claims on these selected runs and audits table."""
+    from dpbench.analysis import claims as claims_mod
+
+    if not exp.claims:
+        return []
+    return claims_mod.evaluate(exp.claims, claims_mod.per_seed_points(selected), audits)
+
+
+def significant_marks(verdicts: list) -> pd.DataFrame | None:
+    """The points the figures mark (`dpbench.analysis.claims.significant_points`), or None without claims."""
+    from dpbench.analysis import claims as claims_mod
+
+    return claims_mod.significant_points(verdicts) if verdicts else None
+
+
+def with_marks(shown: pd.DataFrame, marks: pd.DataFrame) -> pd.DataFrame:
+    """`shown` with column claim_mark: "+id" / "-id" (several joined by ", ") where a claim marks the point."""
+    text = marks.assign(claim_mark=np.where(marks["holds"], "+", "-") + marks["claim"].astype(str))
+    text = text.groupby(["label", "dataset_panel", "model_label", "epsilon", "metric"], as_index=False)[
+        "claim_mark"].agg(", ".join)
+    keyed = shown.assign(_eps=shown["epsilon"].astype(float).round(12))
+    text = text.assign(_eps=text["epsilon"].astype(float).round(12)).drop(columns="epsilon")
+    out = keyed.merge(text, on=["label", "dataset_panel", "model_label", "_eps", "metric"], how="left")
+    return out.drop(columns="_eps")
+
+
+def claim_verdicts(exp: Experiment, results: str | Path = "results") -> list:
+    """dpbench.analysis.claims.Verdict of every claim of the experiment, from what is stored (nothing is trained)."""
+    if not exp.claims:
+        return []
+    return claims_from(exp, selected_for_claims(exp, results), audits_for_claims(exp, results))
+
+
+def write_claims(exp: Experiment, verdicts: list, results: str | Path = "results") -> list[Path]:
+    """claims.csv and claims.md into the experiment's output folder (left alone when unchanged)."""
+    from dpbench.analysis import claims as claims_mod
+
+    if not verdicts:
+        return []
+    folder = output_folder(exp, results)
+    folder.mkdir(parents=True, exist_ok=True)
+    table = claims_mod.table(verdicts)
+    atomic_write_bytes_via(folder / "claims.csv", lambda tmp: table.to_csv(tmp, index=False, float_format="%.6g"))
+    text = f"# Claims of {exp.name} ({exp.paper or exp.description})\n\n" + claims_mod.markdown(verdicts)
+    atomic_write_bytes_via(folder / "claims.md", lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    return [folder / "claims.csv", folder / "claims.md"]

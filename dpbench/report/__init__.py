@@ -1,0 +1,3 @@
+"""`dpbench report`: a static HTML site from the stored tables, one page per experiment with
+interactive figures, the ledger behind every point, audits, claims and provenance (`site`; the
+charts in `charts`; page script and style in `assets/`)."""

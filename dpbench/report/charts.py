@@ -1,0 +1,378 @@
+"""Interactive figures of the report: plotly.js traces from the same rows as the static figures.
+
+`interactive_figure` turns the rows a figure shows (pipeline.figure_tables) into one small
+plotly.js chart per panel, laid out by the figure kind's `View` (figures.View): one line per
+algorithm label (and per value of the view's `lines` columns) with its 95% band, the line style
+and markers saying what the curve's guarantee covers exactly as in the PNG (plots.claim_status,
+plots.CLAIM_STYLES: solid filled = valid, solid open = valid per run only, dash-dot = the paper's
+claim only, dotted = not certified; dashed = non-private), and a legend entry per (label,
+guarantee) shared by the panels. Every point carries its hover text (value, interval, seeds,
+selected hyperparameters, candidates, guarantee) and, as customdata, the id of the point group
+whose privacy ledger a click opens (dpbench.report.site). As in the PNG: the majority-class line
+(`baseline: majority`), a paper's rate fitted per panel (`reference`, curves.fit_rate) and stars /
+crosses where a claim holds / fails significantly (column claim_mark). `audit_figure` is the
+claimed-against-audited chart of an audits table. Nothing here reads files or models.
+"""
+
+from __future__ import annotations
+
+import json
+from html import escape
+from typing import Callable
+
+import matplotlib.colors
+import numpy as np
+import pandas as pd
+
+from dpbench.analysis.curves import RATES, fit_rate, reference_curve
+from dpbench.figures import static as plots
+from dpbench.figures.kinds import View
+from dpbench.run.metrics import METRICS
+
+#: matplotlib line styles (plots.CLAIM_STYLES and the non-private dashes) as plotly.js dashes
+DASHES = {"-": "solid", "--": "dash", "-.": "dashdot", ":": "dot"}
+#: what x means in hover text, by the view's x column
+X_NAMES = {"epsilon": "ε", "n_train": "n", "n_features": "d", "step": "iteration"}
+BAND_OPACITY = 0.18
+
+#: the group id of a row (its privacy ledger, dpbench.report.site), or None without one
+GroupOf = Callable[[pd.Series], "int | None"]
+
+
+def y_title(metric: str) -> str:
+    return plots.PLAIN_AXIS_LABELS.get(metric, METRICS.get(metric, (metric,))[0])
+
+
+def _fmt(value) -> str:
+    """A number for hover text: 4 significant digits, thousands separated for integers."""
+    if value is None or (isinstance(value, float) and not np.isfinite(value)):
+        return "–"
+    value = float(value)
+    if value.is_integer() and abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.4g}"
+
+
+def params_text(params: str | dict | float | None) -> str:
+    """Hyperparameters (a curve's JSON, or the parsed dict) as `name=value, ...` without the unset ones."""
+    if isinstance(params, str) and params:
+        try:
+            params = json.loads(params)
+        except ValueError:
+            return params
+    if not isinstance(params, dict):
+        return ""
+    return ", ".join(f"{k}={v}" for k, v in params.items() if v is not None)
+
+
+HOVER_WIDTH = 52  # characters per hover line: a panel is ~400 px wide at its narrowest
+
+
+def _wrapped(text: str, width: int = HOVER_WIDTH) -> str:
+    """`text` (comma-separated items) broken into lines of at most `width` characters, HTML-escaped."""
+    lines, line = [], ""
+    for item in text.split(", "):
+        if line and len(line) + 2 + len(item) > width:
+            lines.append(line + ",")
+            line = item
+        else:
+            line = f"{line}, {item}" if line else item
+    lines.append(line)
+    return "<br>  ".join(escape(x) for x in lines)
+
+
+def _panel_title(view: View, keys: tuple) -> str:
+    parts = []
+    for column, value in zip(view.panels, keys):
+        if column == "epsilon":
+            parts.append("non-private" if pd.isna(value) else f"ε = {value:g}")
+        else:
+            parts.append(str(value))
+    return " · ".join(parts)
+
+
+def _panels(part: pd.DataFrame, view: View) -> list[tuple[tuple, pd.DataFrame]]:
+    """(panel keys, rows) per panel in table order. With epsilon among the panel columns, the
+    non-private rows (epsilon empty) join every private panel of their other keys."""
+    if "epsilon" not in view.panels:
+        return [(keys if isinstance(keys, tuple) else (keys,), rows)
+                for keys, rows in part.groupby(list(view.panels), sort=False, dropna=False)]
+    private, public = part[part["epsilon"].notna()], part[part["epsilon"].isna()]
+    if private.empty:
+        return [(keys, rows) for keys, rows in part.groupby(list(view.panels), sort=False, dropna=False)]
+    out = []
+    others = [c for c in view.panels if c != "epsilon"]
+    for keys, rows in private.groupby(list(view.panels), sort=False):
+        same = dict(zip(view.panels, keys))
+        mask = np.ones(len(public), dtype=bool)
+        for column in others:
+            mask &= (public[column] == same[column]).to_numpy()
+        out.append((keys, pd.concat([rows, public[mask]])))
+    return sorted(out, key=lambda item: tuple(str(k) if c != "epsilon" else float(k)
+                                              for c, k in zip(view.panels, item[0])))
+
+
+def _xs(line: pd.DataFrame, view: View) -> np.ndarray:
+    return plots.x_epsilon(line) if view.x == "epsilon" else line[view.x].to_numpy(dtype=float)
+
+
+def _hover(row: pd.Series, view: View, metric: str, x: float, mean: float, panel: str) -> str:
+    """The hover text of one point: where it is, its mean and interval over seeds, how its
+    hyperparameters were chosen and what its guarantee covers."""
+    name = escape(str(row["label"]))
+    where = f"{X_NAMES.get(view.x, view.x)} = {_fmt(x)}"
+    if view.x == "epsilon" and pd.isna(row.get("epsilon")):
+        where = "non-private"
+    elif view.x == "epsilon" and np.isfinite(row.get("eps_end_to_end", np.nan)):
+        where += f" end to end (target per run {row['epsilon']:g})"
+    elif view.x != "epsilon" and pd.notna(row.get("epsilon")):
+        where += f" · ε = {row['epsilon']:g}"
+    seeds = int(row["count"]) if pd.notna(row.get("count")) else 0
+    ci = f" (95% CI {_fmt(row['ci_low'])} – {_fmt(row['ci_high'])})" if pd.notna(row.get("ci_low")) else ""
+    lines = [f"<b>{name}</b> · {escape(panel)}", where,
+             f"{escape(metric)}: {_fmt(row['mean'])}{ci}, {seeds} seed{'s' if seeds != 1 else ''}"]
+    if mean != row["mean"]:
+        lines.append(f"drawn at the log panel's floor {_fmt(mean)} (mean ≤ 0)")
+    chosen = params_text(row.get("params"))
+    if chosen:
+        k = row.get("candidates")
+        among = f" among {int(k)} candidates" if pd.notna(k) and int(k) > 1 else ""
+        by = row.get("selected_by")
+        lines.append(f"hyperparameters: {_wrapped(chosen)}")
+        if pd.notna(by) and (among or str(by).startswith("private")):
+            lines.append(f"selected by {escape(str(by))}{among}")
+    claim = row.get("dp_claim")
+    if isinstance(claim, str) and claim:
+        lines.append(f"guarantee: {_wrapped(claim.replace('; ', ', '))}")
+    if isinstance(row.get("claim_mark"), str) and row["claim_mark"]:
+        lines.append(f"claims marked here: {escape(row['claim_mark'])}")
+    return "<br>".join(lines)
+
+
+def _colour_hex(colours: dict, label: str) -> str:
+    return matplotlib.colors.to_hex(colours[label])
+
+
+def interactive_figure(shown: pd.DataFrame, view: View, metric: str, *, title: str, algorithm_order: list[str],
+                       group_of: GroupOf, figure_id: str, reference: str | None = None,
+                       reference_curve: str | None = None) -> dict | None:
+    """The JSON-able description of one interactive figure, or None when no row has `metric`.
+
+    {"id", "title", "x_title", "y_title", "x_log", "y_log", "legend": [{"name", "colour", "dash",
+    "filled", "marker" (False: a line without markers)}], "panels": [{"title", "traces": [plotly.js
+    trace, ...]}]}. A band trace (fill
+    between the 95% interval edges, no hover) precedes its line and shares its `legendgroup`, so
+    hiding a legend entry hides both. `reference`, `reference_curve`: the figure's options of the
+    same names (a paper's rate fitted per panel, `_rate_traces`).
+    """
+    part = shown[shown["metric"] == metric] if "metric" in shown else shown.iloc[0:0]
+    if part.empty:
+        return None
+    labels = plots.label_order(part, algorithm_order)
+    colours = plots.colours_for(labels)
+    log_y = metric in plots.LOG_METRICS or view.x in ("n_train", "n_features")
+    nonprivate_labels = [lab for lab in labels if part.loc[part["label"] == lab, "epsilon"].isna().all()]
+    legend: dict[str, dict] = {}
+    panels = []
+    x_private = _xs(part[part["epsilon"].notna()], view) if view.x == "epsilon" else np.array([])
+    for keys, panel in _panels(part, view):
+        name = _panel_title(view, keys)
+        floor = plots.log_floor(panel, metric if metric in plots.LOG_METRICS else
+                                ("optimality_gap" if log_y else metric))
+        traces = []
+        for label in labels:
+            mine = panel[panel["label"] == label]
+            if mine.empty:
+                continue
+            for line_keys, line in (mine.groupby(list(view.lines), sort=True, dropna=False) if view.lines
+                                    else [((), mine)]):
+                traces += _line_traces(line, view, metric, floor, name, label, colours, nonprivate_labels,
+                                       x_private, line_keys, group_of, legend)
+        traces += _majority_trace(panel, view, metric, legend)
+        if reference and metric in RATES[reference].metrics:
+            traces += _rate_traces(panel, view, reference, reference_curve, legend)
+        panels.append({"title": name, "traces": traces})
+    return {"id": figure_id, "title": title, "x_title": view.x_title, "y_title": y_title(metric),
+            "x_log": view.x_log, "y_log": bool(log_y), "legend": list(legend.values()), "panels": panels}
+
+
+def _line_traces(line: pd.DataFrame, view: View, metric: str, floor: float | None, panel: str, label: str,
+                 colours: dict, nonprivate_labels: list[str], x_private: np.ndarray, line_keys,
+                 group_of: GroupOf, legend: dict) -> list[dict]:
+    """The band and line traces of one curve, and its legend entry (added to `legend`)."""
+    colour = _colour_hex(colours, label)
+    xs = _xs(line, view)
+    order = np.argsort(xs, kind="stable")
+    line, xs = line.iloc[order], xs[order]
+    mean, lo, hi, _ = plots.band(line, metric, floor)
+    private = line["epsilon"].notna().any()
+    if private:
+        style, filled, suffix = plots.claim_status(line)
+        entry = f"{label} — {suffix}" if suffix else label
+        if view.lines == ("epsilon",):
+            entry = f"{label}, ε = {line['epsilon'].iloc[0]:g}" + (f" — {suffix}" if suffix else "")
+        dash, symbol = DASHES[style], "circle" if filled else "circle-open"
+    else:
+        entry, dash, symbol = label, "dash", "square-open"
+        if len(nonprivate_labels) > 1:
+            symbol = ["square-open", "diamond-open", "x-thin-open", "triangle-up-open"][
+                nonprivate_labels.index(label) % 4]
+    groups = [group_of(row) for _, row in line.iterrows()]
+    hovers = [_hover(row, view, metric, x, m, panel) for (_, row), x, m in zip(line.iterrows(), xs, mean)]
+    if view.x == "epsilon" and not private:  # a horizontal line across the private points' range
+        span = (x_private.min(), x_private.max()) if x_private.size else (0.01, 10.0)
+        xs = np.geomspace(span[0], span[1], 5)
+        mean, lo, hi = (np.full(5, v[0]) for v in (mean, lo, hi))
+        groups, hovers = groups[:1] * 5, hovers[:1] * 5
+    legend.setdefault(entry, {"name": entry, "colour": colour, "dash": dash, "filled": symbol == "circle"})
+    x_list = [float(x) for x in xs]
+    band_trace = {"type": "scatter", "mode": "lines", "x": x_list + x_list[::-1],
+                  "y": [float(v) for v in hi] + [float(v) for v in lo[::-1]], "fill": "toself",
+                  "fillcolor": colour, "opacity": BAND_OPACITY, "line": {"width": 0}, "hoverinfo": "skip",
+                  "legendgroup": entry, "showlegend": False, "meta": "band"}
+    line_trace = {"type": "scatter", "mode": "lines+markers", "x": x_list, "y": [float(v) for v in mean],
+                  "line": {"color": colour, "dash": dash, "width": 2},
+                  "marker": {"symbol": symbol, "size": 7, "color": colour,
+                             "line": {"color": colour, "width": 1.5}},
+                  "text": hovers, "hovertemplate": "%{text}<extra></extra>", "customdata": groups,
+                  "legendgroup": entry, "showlegend": False, "name": entry}
+    if view.x == "step" and len(x_list) > 30:  # long traces: markers would hide the line
+        line_trace["mode"] = "lines"
+    marks = _claim_mark_traces(line, xs, mean, colour, entry, groups) if private else []
+    return [band_trace, line_trace, *marks]
+
+
+def _claim_mark_traces(line: pd.DataFrame, xs: np.ndarray, mean: np.ndarray, colour: str, entry: str,
+                       groups: list) -> list[dict]:
+    """Stars where a claim holds with significance at a point, crosses where it fails (column
+    claim_mark, pipeline.figure_tables: "+id" / "-id", several joined by ", "), as the PNG marks
+    them (plots._claim_marks); they hide with their curve."""
+    if "claim_mark" not in line:
+        return []
+    marks = line["claim_mark"].fillna("").astype(str).tolist()
+    out = []
+    for sign, symbol, size, verb in (("+", "star", 15, "holds"), ("-", "x", 11, "fails")):
+        at = [i for i, text in enumerate(marks) if any(m.strip().startswith(sign) for m in text.split(",") if m)]
+        if not at:
+            continue
+        ids = [", ".join(m.strip()[1:] for m in marks[i].split(",") if m.strip().startswith(sign)) for i in at]
+        out.append({"type": "scatter", "mode": "markers", "x": [float(xs[i]) for i in at],
+                    "y": [float(mean[i]) for i in at], "legendgroup": entry, "name": entry, "showlegend": False,
+                    "marker": {"symbol": symbol, "size": size, "color": colour, "line": {"color": "black", "width": 0.8}},
+                    "customdata": [groups[i] for i in at], "meta": "claim",
+                    "text": [f"claim {escape(c)} {verb} here (paired over seeds, significant after Bonferroni)"
+                             for c in ids],
+                    "hovertemplate": "%{text}<extra></extra>"})
+    return out
+
+
+MAJORITY = "majority class of the test split"
+RATE_COLOUR = "#737373"
+#: matplotlib mathtext of curves.RATES formulas -> plain text
+MATHTEXT = (("$", ""), ("\\,", " "), ("\\log", "log"), ("\\delta", "δ"), ("\\varepsilon", "ε"),
+            ("\\sqrt", "√"), ("^2", "²"), ("{", "("), ("}", ")"))
+
+
+def plain_formula(formula: str) -> str:
+    for old, new in MATHTEXT:
+        formula = formula.replace(old, new)
+    return formula
+
+
+def _rate_traces(panel: pd.DataFrame, view: View, name: str, curve: str | None, legend: dict) -> list[dict]:
+    """A paper's rate (curves.RATES[name]) with its constants fitted to one curve of the panel
+    (curves.fit_rate), grey dash-dot, as plots._draw_rate draws it: one line over epsilon, or one
+    per epsilon over n or d."""
+    fitted = fit_rate(panel, name, curve)
+    if fitted is None:
+        return []
+    rows = reference_curve(panel, fitted.rate, fitted.curve)
+    entry = f"{plain_formula(fitted.rate.formula)} ({fitted.rate.source}), fitted to {fitted.curve}"
+    legend.setdefault(entry, {"name": entry, "colour": RATE_COLOUR, "dash": "dashdot", "filled": False,
+                              "marker": False})
+    names = "ab" if len(fitted.constants) > 1 else "c"
+    constants = ", ".join(f"{k} = {v:.3g}" for k, v in zip(names, fitted.constants))
+    hover = f"{escape(entry)}<br>{constants}<extra></extra>"
+    parts = [rows] if view.x == "epsilon" else [part for _, part in rows.groupby("epsilon", sort=True)]
+    traces = []
+    for part in parts:
+        part = part.iloc[np.argsort(_xs(part, view), kind="stable")]
+        traces.append({"type": "scatter", "mode": "lines", "x": [float(x) for x in _xs(part, view)],
+                       "y": [float(v) for v in fitted.values(part)], "legendgroup": entry, "name": entry,
+                       "line": {"color": RATE_COLOUR, "dash": "dashdot", "width": 1.5}, "showlegend": False,
+                       "meta": "rate", "hovertemplate": hover})
+    return traces
+
+
+def _majority_trace(panel: pd.DataFrame, view: View, metric: str, legend: dict) -> list[dict]:
+    """The majority-class accuracy of the panel's data set (column `majority_accuracy`, added by
+    pipeline.figure_tables for `baseline: majority`) as a grey dashed line across the panel."""
+    if metric != "accuracy" or "majority_accuracy" not in panel or panel["majority_accuracy"].isna().all():
+        return []
+    xs = _xs(panel[panel["epsilon"].notna()] if view.x == "epsilon" else panel, view)
+    xs = xs[np.isfinite(xs)]
+    if not xs.size:
+        return []
+    rate = float(panel["majority_accuracy"].dropna().iloc[0])
+    legend.setdefault(MAJORITY, {"name": MAJORITY, "colour": "#888888", "dash": "dash", "filled": False,
+                                 "marker": False})
+    return [{"type": "scatter", "mode": "lines", "x": [float(xs.min()), float(xs.max())], "y": [rate, rate],
+             "line": {"color": "#888888", "dash": "dash", "width": 1.5}, "legendgroup": MAJORITY,
+             "name": MAJORITY, "showlegend": False, "meta": "baseline",
+             "hovertemplate": f"accuracy of always predicting the test split's majority class: {rate:.4g} "
+                              f"(mean over the seeds' splits)<extra></extra>"}]
+
+
+AUDIT_COLOURS = {"valid": "#1f77b4", "other": "#d62728"}
+
+
+def audit_figure(audits: pd.DataFrame, audit_ids: list[int], figure_id: str = "audit") -> dict | None:
+    """Claimed ε (x) against the audits' 95% lower bounds (y): multi-run (circles) and one-run
+    (crosses), blue for a valid claim, red for the paper's only or none, and the diagonal (a bound
+    above it refutes the claim), as plots.audit_figure's left panel. customdata: the audit's row
+    id (`audit_ids`, aligned with `audits`)."""
+    data = audits.assign(_id=audit_ids).dropna(subset=["claimed_epsilon"])
+    if data.empty:
+        return None
+    data = plots.audit_rows(data)
+    top = float(max(data["claimed_epsilon"].max(), data["epsilon_lower_bound"].max())) * 1.08
+    traces = [{"type": "scatter", "mode": "lines", "x": [0, top], "y": [0, top], "hoverinfo": "skip",
+               "line": {"color": "#555", "width": 1}, "legendgroup": "audited = claimed ε",
+               "name": "audited = claimed ε", "showlegend": False}]
+    legend = {"audited = claimed ε": {"name": "audited = claimed ε (a bound above it refutes the claim)",
+                                      "colour": "#555", "dash": "solid", "filled": False, "group": "audited = claimed ε"}}
+    for method, symbol in (("multi-run", "circle"), ("one-run", "x")):
+        for kind in ("valid", "other"):
+            pick = data[(data["method"] == method) & ((data["claim"] == "valid") == (kind == "valid"))]
+            if pick.empty:
+                continue
+            name = f"{'valid claim' if kind == 'valid' else 'paper-only / no claim'}: {method} bound"
+            hovers = [_audit_hover(row) for _, row in pick.iterrows()]
+            traces.append({"type": "scatter", "mode": "markers", "x": pick["claimed_epsilon"].astype(float).tolist(),
+                           "y": pick["epsilon_lower_bound"].astype(float).tolist(),
+                           "marker": {"symbol": symbol, "size": 9, "color": AUDIT_COLOURS[kind], "opacity": 0.8},
+                           "text": hovers, "hovertemplate": "%{text}<extra></extra>",
+                           "customdata": [int(i) for i in pick["_id"]], "legendgroup": name, "name": name,
+                           "showlegend": False})
+            legend[name] = {"name": name, "colour": AUDIT_COLOURS[kind], "dash": "none",
+                            "filled": symbol == "circle"}
+    return {"id": figure_id, "title": "audited lower bound against claimed ε", "x_title": "claimed ε",
+            "y_title": "audited lower bound on ε (95%)", "x_log": False, "y_log": False,
+            "legend": list(legend.values()), "panels": [{"title": "all audits", "traces": traces}]}
+
+
+def _audit_hover(row: pd.Series) -> str:
+    threat = plots.THREAT_SHORT.get(str(row.get("threat")), str(row.get("threat")))
+    lines = [f"<b>{escape(str(row['label']))}</b>", f"{escape(str(row['method']))}, adversary sees the {threat}",
+             f"claimed ε = {_fmt(row['claimed_epsilon'])} ({escape(str(row['claim']))})",
+             f"audited lower bound (95%): {_fmt(row['epsilon_lower_bound'])}"]
+    est = row.get("epsilon_estimate")
+    if pd.notna(est) and np.isfinite(float(est)):
+        lines.append(f"estimate (not a bound): {_fmt(est)} [{_fmt(row.get('epsilon_estimate_low'))}, "
+                     f"{_fmt(row.get('epsilon_estimate_high'))}]")
+    if pd.notna(row.get("trials")):
+        lines.append(f"trials: {_fmt(row['trials'])} a side")
+    return "<br>".join(lines)
+
+
+__all__ = ["interactive_figure", "audit_figure", "params_text", "y_title"]

@@ -1,0 +1,251 @@
+"""`run_cell`: the pure function that runs one `Cell` (dpbench.core.keys) and returns its record.
+
+Running a cell depends on nothing but the cell (its data split and its randomness come from
+seeds of its key, dpbench.core.keys): same cell, same numbers, whatever the number of workers or the
+order. Also here: the per-process dataset memo, the L* cache and the privacy-calibration memo.
+
+This module is the only place that ties data, models, algorithms and metrics together; the
+runner only sees `Cell.key` and calls `run_cell`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dpbench.core.keys import Cell, canonical_json, digest, evaluate_delta, seed_from
+from dpbench.core.ledger import Ledger
+from dpbench.core.registry import resolve_paths
+
+#: what a stored ok-record of `run_cell` must hold to be used (others are moved aside and rerun)
+RECORD_FIELDS: dict[str, type] = {"algorithm": str, "params": dict, "dataset": str, "model": str, "rep": int,
+                                  "metrics": dict, "privacy": dict, "trace": list}
+
+
+@dataclass(frozen=True)
+class CellContext:
+    """What a worker needs besides the cell: where data and the L* cache live (picklable)."""
+
+    data_dir: str | None = None
+    cache_dir: str | None = None
+
+
+def _json_float(x: Any) -> Any:
+    if isinstance(x, (np.floating, np.integer)):
+        return x.item()
+    return x
+
+
+#: datasets this process loaded last, newest at the end: cells arrive sorted by (dataset, rep), so
+#: a worker's next cell nearly always reuses one (KDDCup99's 494,021 rows take ~1-2 s to split)
+_DATASETS: list[tuple[str, Any]] = []
+DATASETS_KEPT = 2
+
+
+def load_dataset(cell: Cell, context: CellContext):
+    """`data.load` for the cell's split, memoised per process; the arrays are made read-only so an
+    algorithm that wrote into its training data would fail loudly instead of corrupting the next cell."""
+    from dpbench import data
+
+    key = canonical_json([cell.dataset, cell.data_seed, context.data_dir, cell.dataset_options, cell.dataset_base])
+    for i, (k, dataset) in enumerate(_DATASETS):
+        if k == key:
+            _DATASETS.append(_DATASETS.pop(i))
+            return dataset
+    options = resolve_paths(data.DATASETS.lookup(cell.dataset).params, dict(cell.dataset_options), cell.dataset_base)
+    dataset = data.load(cell.dataset, seed=cell.data_seed, data_dir=context.data_dir, **options)
+    for name in ("X_train", "y_train", "X_val", "y_val", "X_test", "y_test", "w_star"):
+        array = getattr(dataset, name)
+        if isinstance(array, np.ndarray):
+            array.flags.writeable = False
+    _DATASETS.append((key, dataset))
+    del _DATASETS[:-DATASETS_KEPT]
+    return dataset
+
+
+def optimum_path(cell: Cell, context: CellContext) -> Path | None:
+    return Path(context.cache_dir) / f"optimum-{cell.problem_key}.json" if context.cache_dir else None
+
+
+def prepare_optimum(cell: Cell, context: CellContext) -> float:
+    """L* of the cell's problem, loading the data and model itself (a task of the L* phase)."""
+    from dpbench import algorithms, models
+
+    dataset = load_dataset(cell, context)
+    model = models.make(cell.model, dataset.n_features, **dict(cell.model_options))
+    return optimum(cell, algorithms.Problem(model=model, X=dataset.X_train, y=dataset.y_train), context)
+
+
+def optimum(cell: Cell, problem, context: CellContext) -> float:
+    """L* = min L_ref on the training split, cached on disk per problem (atomic write)."""
+    from dpbench.algorithms.nonprivate import minimize_empirical_risk
+    from dpbench.core.store import atomic_write_text
+
+    path = optimum_path(cell, context)
+    if path is not None and path.exists():
+        try:
+            return float(json.loads(path.read_text())["lstar"])
+        except (ValueError, KeyError):
+            pass  # unreadable: recompute and overwrite
+    rng = np.random.default_rng(np.random.SeedSequence(seed_from("optimum", cell.problem_key)))
+    _, lstar = minimize_empirical_risk(problem, rng, **dict(cell.optimum))
+    if path is not None:
+        atomic_write_text(path, json.dumps({"lstar": lstar, "problem": cell.problem_key}))
+    return float(lstar)
+
+
+def population_optimum(cell: Cell, dataset, model, context: CellContext) -> float | None:
+    """min of L_ref over the population, for data whose test split IS the population, else None.
+
+    `synthetic_population` draws training rows from a fixed finite pool and returns the whole pool
+    as its test split (provenance `test_is_population`), so the excess population risk
+    L_P(theta) - min L_P of the DP-SCO lecture notes (paper 002, eq. 17.1) is exact: L_P is the
+    mean loss over the pool. The pool does not depend on the repetition or on n, so the optimum
+    is cached per (dataset, options other than n and the split fractions, model).
+    """
+    from dpbench import algorithms
+    from dpbench.algorithms.nonprivate import minimize_empirical_risk
+    from dpbench.core.store import atomic_write_text
+
+    if not dataset.provenance.get("test_is_population"):
+        return None
+    pool_options = {k: v for k, v in dict(cell.dataset_options).items() if k not in ("n", "val_fraction", "test_fraction")}
+    key = digest({"population": cell.dataset, "options": pool_options, "model": cell.model,
+                  "model_options": dict(cell.model_options), "optimum": dict(cell.optimum)})
+    path = Path(context.cache_dir) / f"population-{key}.json" if context.cache_dir else None
+    if path is not None and path.exists():
+        try:
+            return float(json.loads(path.read_text())["lstar"])
+        except (ValueError, KeyError):
+            pass
+    problem = algorithms.Problem(model=model, X=dataset.X_test, y=dataset.y_test)
+    rng = np.random.default_rng(np.random.SeedSequence(seed_from("optimum", key)))
+    _, lstar = minimize_empirical_risk(problem, rng, **dict(cell.optimum))
+    if path is not None:
+        atomic_write_text(path, json.dumps({"lstar": lstar, "population": key}))
+    return float(lstar)
+
+
+_PRIVACY_MEMO_SEEN: dict[str, int] = {}  # memo file -> mtime_ns last loaded by this process
+
+
+def _privacy_memo_path(context: CellContext) -> Path | None:
+    return Path(context.cache_dir) / "privacy-memo.json" if context.cache_dir else None
+
+
+def load_privacy_memo(context: CellContext) -> None:
+    """Preload slow accounting results (PLD epsilons, calibrations) saved by earlier cells or runs.
+
+    Reloaded whenever the file changed, so parallel workers share what the others computed.
+    """
+    from dpbench import privacy
+
+    path = _privacy_memo_path(context)
+    if path is None:
+        return
+    try:
+        mtime = path.stat().st_mtime_ns
+        if _PRIVACY_MEMO_SEEN.get(str(path)) == mtime:
+            return
+        privacy.memo_preload(json.loads(path.read_text()))
+        _PRIVACY_MEMO_SEEN[str(path)] = mtime
+    except (FileNotFoundError, ValueError):
+        pass  # absent or unreadable: everything is recomputed
+
+
+def save_privacy_memo(context: CellContext) -> None:
+    """Merge this process's accounting memo into the file (atomic; a lost race only loses entries)."""
+    from dpbench import privacy
+    from dpbench.core.store import atomic_write_text
+
+    path = _privacy_memo_path(context)
+    if path is None:
+        return
+    entries = privacy.memo_entries()
+    try:
+        stored = json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        stored = {}
+    if set(entries) - set(stored):
+        atomic_write_text(path, json.dumps({**stored, **entries}))
+
+
+def trace_metrics(trace: list[dict], model, dataset, lstar: float | None = None) -> list[dict]:
+    """A fit's trace as stored: each iterate snapshot {"step", "theta"} becomes {"step", <metrics>}.
+
+    Algorithms never see the test split, so they record iterates (`trace_every`) and every metric
+    of `metrics.evaluate` (estimation error, test loss, ...) is computed here, on each snapshot,
+    plus the optimality gap train_loss - L* when L* is known (exact for convex models; the curves
+    table's gap may lower a non-convex L* further, ALGORITHMS.md §0.2). Entries without "theta"
+    (e.g. DP-SGD's training-loss trace) are kept as they are.
+    """
+    from dpbench.run import metrics
+
+    out = []
+    for entry in trace:
+        if "theta" not in entry:
+            out.append(entry)
+            continue
+        values = metrics.evaluate(model, np.asarray(entry["theta"], dtype=float), dataset)
+        if lstar is not None:
+            values["optimality_gap"] = values["train_loss"] - lstar
+        out.append({"step": int(entry["step"]), **{k: _json_float(v) for k, v in values.items()}})
+    return out
+
+
+def run_cell(cell: Cell, context: CellContext = CellContext()) -> dict:
+    """Load data, build the model, fit, evaluate: the record stored for this cell."""
+    from dpbench import algorithms, models
+    from dpbench.run import metrics, plugins
+
+    if cell.plugin is not None:  # a plugin algorithm: import it in this process too (worker processes)
+        plugins.load(cell.plugin)
+    load_privacy_memo(context)
+    dataset = load_dataset(cell, context)
+    model = models.make(cell.model, dataset.n_features, **dict(cell.model_options))
+    problem = algorithms.Problem(model=model, X=dataset.X_train, y=dataset.y_train)
+    info = algorithms.get(cell.algorithm)
+    delta = evaluate_delta(cell.delta, dataset.n_train) if info.private else None
+    target = algorithms.PrivacyTarget(epsilon=cell.epsilon if info.private else None, delta=delta)
+    lstar = optimum(cell, problem, context)
+    population_lstar = population_optimum(cell, dataset, model, context)
+    started = time.perf_counter()
+    fit = info.fit(problem, target, cell.algorithm_rng(), **dict(cell.params))
+    fit_seconds = time.perf_counter() - started
+    save_privacy_memo(context)
+    ledger = Ledger.from_dict(fit.privacy)
+    if info.convex_only and not model.convex and ledger.claim != "none":
+        ledger = ledger.with_claim("none", f"{cell.algorithm}'s proof needs a convex loss; {cell.model} is not convex")
+    if delta is not None and ledger.claim != "none" and delta >= 1.0 / dataset.n_train:
+        ledger = ledger.with_details(weak_delta=(f"delta = {delta:.3g} >= 1/n = {1.0 / dataset.n_train:.3g}: a mechanism that publishes "
+                                 f"one random record whole with probability delta per record meets it, so the "
+                                 f"guarantee means little; use delta <= 1/n**1.1 or a fixed 1e-5"))
+    tuning = None
+    if cell.tuning is not None:
+        settings = dict(cell.tuning)
+        multiplier = settings["score_noise"] / float(cell.epsilon)  # the score's share of the budget ~ const
+        score, sensitivity = metrics.private_score(model, fit.theta, dataset, settings["score"], multiplier,
+                                                   settings["loss_bound"], cell.score_rng())
+        tuning = {**settings, "draw": cell.draw, "score_value": score, "score_sensitivity": sensitivity,
+                  "score_noise_multiplier": multiplier}
+    return {
+        "key": cell.key, **cell.labels(),
+        "algorithm": cell.algorithm, "params": dict(cell.params),
+        "dataset": cell.dataset, "dataset_options": dict(cell.dataset_options),
+        "model": cell.model, "model_options": dict(cell.model_options),
+        "epsilon": cell.epsilon, "delta_spec": cell.delta, "delta": delta, "rep": cell.rep, "seed": cell.seed,
+        "problem": cell.problem_key, "n_train": dataset.n_train, "n_val": int(dataset.X_val.shape[0]),
+        "n_test": int(dataset.X_test.shape[0]), "n_features": dataset.n_features, "n_params": model.n_params,
+        "lstar": lstar,
+        "population_lstar": population_lstar,
+        "metrics": {k: _json_float(v) for k, v in metrics.evaluate(model, fit.theta, dataset).items()},
+        "privacy": ledger.as_dict(), "trace": trace_metrics(fit.trace, model, dataset, lstar), "fit_seconds": fit_seconds,
+        **({"draw": cell.draw, "tuning": tuning} if tuning is not None else {}),
+        "data_files": {f"{Path(f['path']).parent.name}/{Path(f['path']).name}": f["sha256"]
+                       for f in dataset.provenance.get("files", [])},
+    }

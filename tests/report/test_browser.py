@@ -1,0 +1,192 @@
+"""The report in a real browser: headless Chromium (Debian's chromium + chromium-driver) via Selenium.
+
+Every page of a site built from the committed results loads with no console error and draws its
+plots; hovering a point shows its value and interval, clicking it opens its privacy ledger; a legend
+entry hides its method; the axis switch changes the scale; the page fits 1280 x 800 and a 400 px
+window. Screenshots go to the test's temporary folder. Without Chromium the test is skipped with
+the command that installs it, except where DPBENCH_REQUIRE_BROWSER is set (.ci/run installs Chromium
+and sets it, so in CI a missing browser is a failure, not a skip).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from dpbench.report import site as report
+from dpbench.spec.experiment import load
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+INSTALL = "apt-get install chromium chromium-driver (Debian/Ubuntu), and pip install -e '.[test]' for selenium"
+# small experiments keep the test at a few seconds: quickstart has DP-SGD (RDP and PLD in its ledgers),
+# a non-private baseline and hyperparameter selection; audit has the 212 audits; my_algorithm a plugin
+EXPERIMENTS = ("experiments/quickstart.yaml", "experiments/audit.yaml", "examples/my_algorithm/experiment.yaml")
+
+try:
+    import selenium  # noqa: F401
+    HAVE_SELENIUM = True
+except ImportError:
+    HAVE_SELENIUM = False
+
+if not (CHROMIUM and CHROMEDRIVER and HAVE_SELENIUM):
+    why = f"headless Chromium not available (chromium: {CHROMIUM}, chromedriver: {CHROMEDRIVER}, " \
+          f"selenium: {HAVE_SELENIUM}); install it: {INSTALL}"
+    if os.environ.get("DPBENCH_REQUIRE_BROWSER"):
+        raise RuntimeError(f"{why} -- DPBENCH_REQUIRE_BROWSER is set (.ci/run installs Chromium and sets it)")
+    pytest.skip(why, allow_module_level=True)
+
+from selenium import webdriver  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    report.build([load(ROOT / e) for e in EXPERIMENTS], results=ROOT / "results", out=out,
+                 baseline=False)  # the majority line reads the data sets (tests/test_report.py checks it)
+    return out
+
+
+@pytest.fixture(scope="module")
+def browser():
+    options = webdriver.ChromeOptions()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1280,800"):
+        options.add_argument(arg)
+    options.binary_location = CHROMIUM
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+def _open(driver, path: Path, timeout: float = 60.0) -> None:
+    driver.set_window_size(1280, 800)
+    driver.get(path.as_uri())
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = driver.execute_script("return document.body && document.body.dataset.ready")
+        if state:
+            assert state == "1", f"{path.name}: a figure failed to draw"
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{path.name}: not drawn within {timeout:g} s")
+
+
+def _errors(driver) -> list[str]:
+    return [e["message"] for e in driver.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+
+
+def _fits(driver) -> bool:
+    return driver.execute_script("return document.documentElement.scrollWidth <= window.innerWidth + 1")
+
+
+def test_every_page_loads_draws_and_fits(site, browser, tmp_path):
+    pages = sorted(site.glob("*.html"))
+    assert {p.name for p in pages} == {"index.html", "quickstart.html", "audit.html", "my_algorithm.html"}
+    for page in pages:
+        _open(browser, page)
+        assert _errors(browser) == [], page.name
+        if page.name == "index.html":
+            links = browser.find_elements(By.CSS_SELECTOR, "a.experiment-link")
+            assert len(links) == len(pages) - 1
+            continue
+        plots = browser.find_elements(By.CSS_SELECTOR, ".plot")
+        assert plots, page.name
+        for plot in plots:  # every panel drew an SVG with at least one line or marker path
+            drawn = plot.find_elements(By.CSS_SELECTOR, "svg.main-svg .scatterlayer .trace path")
+            assert drawn, f"{page.name}: panel {plot.get_attribute('data-panel')} of " \
+                          f"{plot.get_attribute('data-figure')} is empty"
+        assert _fits(browser), f"{page.name} overflows 1280 px"
+        browser.save_screenshot(str(tmp_path / f"{page.stem}-1280.png"))
+        browser.set_window_size(400, 800)
+        time.sleep(0.3)
+        assert _fits(browser), f"{page.name} overflows a 400 px window"
+        browser.save_screenshot(str(tmp_path / f"{page.stem}-400.png"))
+        assert _errors(browser) == [], page.name
+
+
+def _point(driver, selector: str = ".plot .scatterlayer .trace .points path"):
+    points = driver.find_elements(By.CSS_SELECTOR, selector)
+    assert points
+    return points
+
+
+def test_hover_shows_the_point_and_click_opens_its_ledger(site, browser, tmp_path):
+    _open(browser, site / "quickstart.html")
+    first = browser.find_element(By.CSS_SELECTOR, ".plot")
+    # a private curve's point: the last line drawn (on top, so the mouse reaches it), ε = 0.3
+    traces = first.find_elements(By.CSS_SELECTOR, ".scatterlayer .trace")
+    index = browser.execute_script(
+        "var d = arguments[0], last = -1; d.data.forEach(function (t, i) {"
+        " if (!t.meta && t.name && t.x.length === 5) last = i; }); return last;", first)
+    assert index >= 0
+    label = browser.execute_script("return arguments[0].data[arguments[1]].name.split(' — ')[0];", first, index)
+    point = traces[index].find_elements(By.CSS_SELECTOR, ".points path")[2]
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", point)
+    ActionChains(browser).move_to_element(point).perform()
+    deadline = time.monotonic() + 5
+    hover = ""
+    while time.monotonic() < deadline and "95% CI" not in hover:
+        hover = browser.execute_script("var h = document.querySelector('.hoverlayer .hovertext');"
+                                       " return h ? h.textContent : '';")
+        time.sleep(0.05)
+    for part in (label, "ε = 0.3", "95% CI", "10 seeds", "hyperparameters", "selected by", "candidates",
+                 "guarantee"):
+        assert part in hover, (part, hover)
+    browser.save_screenshot(str(tmp_path / "quickstart-hover.png"))
+    ActionChains(browser).move_to_element(point).click().perform()
+    ledger = browser.find_element(By.ID, "ledger")
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not ledger.is_displayed():
+        time.sleep(0.05)
+    assert ledger.is_displayed()
+    text = ledger.text
+    assert browser.find_element(By.CSS_SELECTOR, "#ledger h2").text == label
+    for field in ("ε = 0.3", "curve's guarantee", "candidates", "privacy ledger", "seeds 0, 1, 2", "mechanism",
+                  "adjacency", "sensitivity", "ε spent (rdp)", "ε spent (pld)", "noise multiplier", "steps",
+                  "sampling", "every ledger field"):
+        assert field in text, (field, text[:2000])
+    browser.save_screenshot(str(tmp_path / "quickstart-ledger.png"))
+    browser.find_element(By.CSS_SELECTOR, "#ledger .close").click()
+    assert not ledger.is_displayed()
+    assert _errors(browser) == []
+
+
+def test_legend_hides_a_method_and_axes_switch_scale(site, browser):
+    _open(browser, site / "quickstart.html")
+    figure = browser.find_element(By.CSS_SELECTOR, "section.figure")
+    item = figure.find_element(By.CSS_SELECTOR, ".legend li")
+    group = item.get_attribute("data-group")
+    script = ("var n = 0, g = arguments[1]; arguments[0].querySelectorAll('.plot').forEach(function (d) {"
+              " d.data.forEach(function (t) { if (t.legendgroup === g && t.visible !== false) n++; }); }); return n;")
+    before = browser.execute_script(script, figure, group)
+    assert before > 0
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", item)
+    item.click()
+    assert browser.execute_script(script, figure, group) == 0
+    item.click()
+    assert browser.execute_script(script, figure, group) == before
+    button = figure.find_element(By.CSS_SELECTOR, ".scale[data-axis='y'] button[data-scale='log']")
+    button.click()
+    types = browser.execute_script("return Array.from(arguments[0].querySelectorAll('.plot'))"
+                                   ".map(function (d) { return d.layout.yaxis.type; });", figure)
+    assert types and set(types) == {"log"}
+    assert _errors(browser) == []
+
+
+def test_audit_row_opens_its_fields(site, browser):
+    _open(browser, site / "audit.html")
+    row = browser.find_elements(By.CSS_SELECTOR, "table.audits tr[data-audit]")[3]
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", row)
+    row.click()
+    ledger = browser.find_element(By.ID, "ledger")
+    assert ledger.is_displayed() and "epsilon_lower_bound" in ledger.text and "claimed_epsilon" in ledger.text

@@ -1,0 +1,312 @@
+"""Plugins (dpbench/plugins.py): references, loading, fingerprints and errors; the example plugin
+examples/my_algorithm/my_method.py (DP-SGD with per-example normalisation) and its experiment."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dpbench.algorithms import PrivacyTarget
+from dpbench.algorithms.base import REGISTRY, AlgorithmInfo
+from dpbench.core.errors import DpbenchError
+from dpbench.core.ledger import Adjacency
+from dpbench.core.registry import BUILT_IN
+from dpbench.run import plugins
+from tests.conftest import REPO
+from tests.problems import logistic_problem
+
+EXAMPLE = REPO / "examples" / "my_algorithm"
+EXAMPLE_REF = "examples/my_algorithm/my_method.py:fit_dpsgd_normalized"
+
+_names = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def isolated_registry(monkeypatch):
+    """Each test's plugins are forgotten after it: later test modules see the built-ins only
+    (`dpbench list`, docs/reference/components.md and the registry-wide checks enumerate the registry)."""
+    monkeypatch.setattr(REGISTRY, "_entries", dict(REGISTRY._entries))
+    monkeypatch.setattr(plugins, "_IMPORTED", dict(plugins._IMPORTED))
+
+
+def unique(prefix: str = "plugin_algo") -> str:
+    """A name no other test registered (the registry lives as long as the test process)."""
+    return f"{prefix}_{os.getpid()}_{next(_names)}"
+
+
+def plugin_source(name: str, steps: int = 3) -> str:
+    return textwrap.dedent(f'''\
+        from typing import Annotated
+
+        import numpy as np
+
+        from dpbench.algorithms import Fit, Param, algorithm, ledger
+
+
+        @algorithm("{name}", title="a test plugin", citation="none", private=False)
+        def fit(problem, privacy, rng, *,
+                steps: Annotated[int, Param("how many steps", minimum=1)] = {steps},
+                lr: Annotated[float, Param("step size", minimum=0, exclusive_minimum=True)] = 0.5):
+            theta = np.zeros(problem.model.n_params)
+            return Fit(theta=theta, privacy=ledger(private=False, mechanism="none", claim="none"))
+
+
+        helper = 42
+        ''')
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+# ---- resolve ---------------------------------------------------------------------------------
+def test_resolve_file_form_relative_to_base_cwd_and_home(tmp_path, monkeypatch):
+    path = write(tmp_path / "sub" / "mine.py", "x = 1\n")
+    canonical = f"{os.path.realpath(path)}:fit"
+    assert plugins.resolve("sub/mine.py:fit", base=tmp_path) == canonical
+    assert plugins.resolve("mine.py:fit", base=str(tmp_path / "sub")) == canonical
+    assert plugins.resolve(f"{path}:fit", base="/elsewhere") == canonical  # absolute: base ignored
+    assert plugins.resolve(canonical) == canonical  # canonical is a fixed point
+    monkeypatch.chdir(tmp_path / "sub")
+    assert plugins.resolve("mine.py:fit") == canonical
+    assert plugins.resolve("./mine.py:fit") == canonical
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert plugins.resolve("~/sub/mine.py:fit") == canonical
+    assert plugins.resolve("mine.py:Class.method") == f"{os.path.realpath(path)}:Class.method"
+
+
+def test_resolve_module_form_is_checked_and_unchanged():
+    assert plugins.resolve("my_pkg.my_method:fit_dpsgd_normalized") == "my_pkg.my_method:fit_dpsgd_normalized"
+    assert plugins.resolve("toplevel:fit", base="/anywhere") == "toplevel:fit"
+
+
+@pytest.mark.parametrize("reference, says", [
+    ("my_method.py", "no ':object'"),
+    ("my_pkg.my_method", "no ':object'"),
+    ("my_method.py:", "empty object"),
+    (":fit", "empty file or module"),
+    ("my_method.py:1fit", "not a Python name"),
+    ("my_method.py:fit-it", "not a Python name"),
+    ("my pkg.mod:fit", "neither a .py file nor a dotted module name"),
+    ("pkg..mod:fit", "neither a .py file nor a dotted module name"),
+    ("folder/module:fit", "must be a .py file"),
+])
+def test_resolve_refuses_malformed_references(reference, says):
+    with pytest.raises(plugins.PluginError, match=says) as err:
+        plugins.resolve(reference)
+    assert "\n" not in str(err.value) and isinstance(err.value, DpbenchError)
+
+
+def test_resolve_names_the_path_of_a_missing_file(tmp_path):
+    with pytest.raises(plugins.PluginError) as err:
+        plugins.resolve("nope/mine.py:fit", base=tmp_path)
+    message = str(err.value)
+    assert str(tmp_path / "nope" / "mine.py") in message and "not found" in message and "\n" not in message
+
+
+# ---- load ------------------------------------------------------------------------------------
+def test_load_registers_the_plugin_with_its_source_and_declared_params(tmp_path):
+    name = unique()
+    path = write(tmp_path / "mine.py", plugin_source(name))
+    info = plugins.load("mine.py:fit", base=tmp_path)
+    canonical = plugins.resolve("mine.py:fit", base=tmp_path)
+    assert isinstance(info, AlgorithmInfo) and info.name == name
+    assert info.source == canonical == f"{os.path.realpath(path)}:fit"
+    assert REGISTRY[name] is info
+    assert [(p.name, p.kind, p.default) for p in info.params] == [("steps", int, 3), ("lr", float, 0.5)]
+    assert info.param("steps").minimum == 1
+    assert plugins.load(canonical) is info  # loaded once: the same object, not imported again
+    assert plugins.load("mine.py:fit", base=tmp_path) is info
+    assert not (tmp_path / "__pycache__").exists()  # nothing written beside the user's file
+
+
+def test_an_edited_plugin_changes_its_fingerprint_and_is_imported_anew(tmp_path):
+    name = unique()
+    path = write(tmp_path / "mine.py", plugin_source(name, steps=3))
+    reference = f"{path}:fit"
+    first = plugins.load(reference)
+    digest = plugins.fingerprint(reference)
+    assert digest == hashlib.sha256(path.read_bytes()).hexdigest()[:16] and len(digest) == 16
+    assert plugins.fingerprint(reference) == digest  # stable while the file is unchanged
+    path.write_text(plugin_source(name, steps=7))  # same size, same second: content decides
+    assert plugins.fingerprint(reference) != digest
+    second = plugins.load(reference)
+    assert second is not first and second.defaults()["steps"] == 7
+    assert REGISTRY[name] is second and second.source == first.source  # same source: re-registration allowed
+    assert plugins.load(reference) is second
+
+
+def test_two_algorithms_of_one_file_are_loaded_from_one_import(tmp_path):
+    first, second = unique(), unique()
+    text = plugin_source(first) + plugin_source(second).replace("def fit(", "def fit_two(").split("\n\n\n", 1)[1]
+    path = write(tmp_path / "two.py", text)
+    one = plugins.load(f"{path}:fit")
+    two = plugins.load(f"{path}:fit_two")
+    assert (one.name, two.name) == (first, second)
+    assert one.source == two.source == plugins.resolve(f"{path}:fit")  # the reference the file was loaded under
+    assert REGISTRY[first] is one and REGISTRY[second] is two
+
+
+def test_module_form_loads_by_import_and_fingerprints_without_importing(tmp_path, monkeypatch):
+    package = unique("dpbench_test_pkg")
+    name = unique()
+    write(tmp_path / package / "__init__.py", "")
+    module_file = write(tmp_path / package / "method.py", plugin_source(name))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reference = f"{package}.method:fit"
+    digest = plugins.fingerprint(reference)
+    assert digest == hashlib.sha256(module_file.read_bytes()).hexdigest()[:16]
+    assert f"{package}.method" not in sys.modules  # found with find_spec, not imported
+    info = plugins.load(reference)
+    assert info.name == name and info.source == reference and REGISTRY[name] is info
+    with pytest.raises(plugins.PluginError, match="not found"):
+        plugins.fingerprint(f"{package}.missing:fit")
+    with pytest.raises(plugins.PluginError, match="no_such_package_xyz.method not found"):
+        plugins.load("no_such_package_xyz.method:fit")
+
+
+def one_line_error(reference: str, base=None) -> plugins.PluginError:
+    with pytest.raises(plugins.PluginError) as err:
+        plugins.load(reference, base)
+    assert "\n" not in str(err.value)
+    return err.value
+
+
+def test_a_syntax_error_names_the_file_and_line(tmp_path):
+    path = write(tmp_path / "broken.py", "import numpy\n\ndef fit(:\n    pass\n")
+    error = one_line_error("broken.py:fit", tmp_path)
+    assert f"{os.path.realpath(path)}, line 3" in str(error) and "SyntaxError" in str(error)
+    assert isinstance(error.__cause__, SyntaxError)
+
+
+def test_an_error_while_importing_names_the_file_and_line(tmp_path):
+    path = write(tmp_path / "raises.py", "x = 1\nraise RuntimeError('no GPU here')\n")
+    error = one_line_error(f"{path}:fit")
+    assert f"{os.path.realpath(path)}, line 2: RuntimeError: no GPU here" in str(error)
+    assert isinstance(error.__cause__, RuntimeError)
+    path = write(tmp_path / "needs.py", "import not_an_installed_module_xyz\n")
+    error = one_line_error(f"{path}:fit")
+    assert "line 1" in str(error) and "not_an_installed_module_xyz" in str(error)
+    assert isinstance(error.__cause__, ImportError)
+
+
+def test_a_missing_object_or_a_non_component_is_refused(tmp_path):
+    name = unique()
+    path = write(tmp_path / "mine.py", plugin_source(name))
+    missing = one_line_error(f"{path}:fit_other")
+    assert "has no object 'fit_other'" in str(missing) and os.path.realpath(path) in str(missing)
+    assert "it declares fit" in str(missing)  # the components the file does declare
+    for obj in ("helper", "np", "Annotated"):
+        error = one_line_error(f"{path}:{obj}")
+        assert "is not a dpbench component" in str(error) and "@dpbench.algorithms.algorithm" in str(error)
+        assert os.path.realpath(path) in str(error)
+    # a built-in imported into the plugin is not the plugin's own component
+    write(tmp_path / "reexport.py", "from dpbench.algorithms.dpsgd import fit_dpsgd\n")
+    error = one_line_error("reexport.py:fit_dpsgd", tmp_path)
+    assert "'dpsgd' declared by built-in" in str(error)
+
+
+def test_a_plugin_cannot_take_a_built_in_name(tmp_path):
+    built_in = REGISTRY["dpsgd"]
+    path = write(tmp_path / "impostor.py", plugin_source("dpsgd"))
+    error = one_line_error(f"{path}:fit")
+    assert "'dpsgd' registered twice" in str(error) and f"{os.path.realpath(path)}, line" in str(error)
+    assert REGISTRY["dpsgd"] is built_in and built_in.source == BUILT_IN
+
+
+# ---- the example plugin ----------------------------------------------------------------------
+@pytest.fixture
+def example():
+    return plugins.load(EXAMPLE_REF, base=REPO)
+
+
+def test_example_normalisation_keeps_every_contribution_below_c(example):
+    normalize = sys.modules[example.fit.__module__].normalize
+    rng = np.random.default_rng(0)
+    G = np.vstack([rng.normal(size=(50, 7)) * 10.0 ** rng.uniform(-6, 6, size=(50, 1)), np.zeros((1, 7))])
+    for clip_norm, gamma in [(1.0, 0.01), (0.1, 1e-6), (5.0, 1.0)]:
+        out = normalize(G, clip_norm, gamma)
+        norms = np.linalg.norm(out, axis=1)
+        assert np.all(norms < clip_norm)  # the sensitivity of the noisy sum stays C
+        g = np.linalg.norm(G, axis=1)
+        assert np.allclose(norms, clip_norm * g / (g + gamma), rtol=1e-12, atol=0)  # C ||g|| / (||g|| + gamma)
+        nonzero = g > 0
+        cosine = np.einsum("ij,ij->i", out[nonzero], G[nonzero]) / (norms[nonzero] * g[nonzero])
+        assert np.allclose(cosine, 1.0)  # direction kept
+        assert np.all(out[~nonzero] == 0)
+
+
+def test_example_fit_keeps_its_claim_and_writes_the_dpsgd_ledger_fields(example):
+    from dpbench.privacy.tuning import candidate_event
+
+    assert example.name == "dpsgd_normalized" and example.private
+    assert {p.name for p in example.params} >= {"epochs", "batch_size", "lr", "clip_norm", "gamma", "trace_every"}
+    problem = logistic_problem(n=1000, d=5, seed=1)
+    target = PrivacyTarget(epsilon=1.0, delta=1e-5)
+    fit = example.fit(problem, target, np.random.default_rng(0), epochs=2.0, batch_size=50.0, lr=1.0,
+                      clip_norm=0.5, gamma=0.01, trace_every=10)
+    ledger = fit.privacy
+    assert ledger.private and ledger.claim == "valid"
+    assert set(ledger.epsilon_spent) == {"rdp", "pld"} and min(ledger.epsilon_spent.values()) <= 1.0
+    assert ledger.epsilon_spent["rdp"] > 0.99  # calibrated to the target, not over-noised
+    assert ledger.adjacency is Adjacency.ADD_REMOVE and ledger.sensitivity == 0.5
+    assert ledger["sampling"] == {"kind": "poisson", "rate": 0.05, "expected_batch": 50.0}
+    assert ledger["steps"] == 40 and ledger["noise_multiplier"] > 0
+    assert candidate_event(ledger.as_dict()) is not None  # private selection composes it like DP-SGD
+    assert [t["step"] for t in fit.trace] == [10, 20, 30, 40] and np.array_equal(fit.trace[-1]["theta"], fit.theta)
+    assert problem.model.loss(fit.theta, problem.X, problem.y) < np.log(2)  # it learnt something
+    again = example.fit(problem, target, np.random.default_rng(0), epochs=2.0, batch_size=50.0, lr=1.0,
+                        clip_norm=0.5, gamma=0.01)
+    assert np.array_equal(again.theta, fit.theta)  # all randomness from the given generator
+
+
+def test_example_data_is_what_make_data_writes(tmp_path):
+    import runpy
+
+    make_data = runpy.run_path(str(EXAMPLE / "make_data.py"))  # not as __main__: nothing written yet
+    make_data["main"](tmp_path / "data.csv")
+    assert (tmp_path / "data.csv").read_bytes() == (EXAMPLE / "data.csv").read_bytes()
+
+
+# ---- end to end: the example through the CLI (needs the spec's `plugin:` and the csv data set) ----
+def test_example_experiment_end_to_end(tmp_path, monkeypatch, data_dir):
+    """run --profile ci, list --plugin, check --update then check, and an audit of the plugin."""
+    from click.testing import CliRunner
+
+    from dpbench.cli.main import main
+
+    monkeypatch.chdir(REPO)
+    runner = CliRunner()
+    spec = "examples/my_algorithm/experiment.yaml"
+    results = str(tmp_path / "results")
+    common = ["--profile", "ci", "--results", results, "--backend", "sequential", "--no-progress"]
+
+    listed = runner.invoke(main, ["list", "algorithms", "--plugin", EXAMPLE_REF])
+    assert listed.exit_code == 0, listed.output
+    assert "dpsgd_normalized" in listed.output and "plugin " + str(EXAMPLE / "my_method.py") in listed.output
+    assert "gamma (float, default 0.01" in listed.output
+
+    ran = runner.invoke(main, ["run", spec, *common])
+    assert ran.exit_code == 0, ran.output
+    curves = (tmp_path / "results" / "my_algorithm" / "profiles" / "ci" / "curves.csv").read_text()
+    assert "DP-SGD (normalised)" in curves and "DP-SGD" in curves
+
+    updated = runner.invoke(main, ["check", spec, *common, "--update", "--reuse", "--no-envelope"])
+    assert updated.exit_code == 0, updated.output
+    checked = runner.invoke(main, ["check", spec, *common])  # recomputed in a scratch folder: same numbers
+    assert checked.exit_code == 0 and "same" in checked.output and "FAILED" not in checked.output, checked.output
+
+    audited = runner.invoke(main, ["audit", "--algorithm", EXAMPLE_REF, "--dataset", "breast_cancer",
+                                   "--eps", "1", "--trials", "60", "--param", "epochs=1", "--param", "batch_size=32",
+                                   "--data", str(data_dir), "--results", results, "--backend", "sequential", "--no-progress"])
+    assert audited.exit_code == 0, audited.output
+    assert "dpsgd_normalized" in audited.output
