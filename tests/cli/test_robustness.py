@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from dpbench.cli.main import EXIT_FILESYSTEM, main
+from dpbench.cli.exits import EXIT_FILESYSTEM
+from dpbench.cli.main import main
 from dpbench.core import store
 from dpbench.experiment import inventory, pipeline
 from dpbench.spec import experiment as spec

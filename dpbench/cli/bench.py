@@ -1,0 +1,87 @@
+"""`dpbench bench`: the speed benchmarks, and dpbench's DP-SGD steps beside Opacus."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import click
+
+from dpbench.cli.blas_threads import USER_THREAD_ENV  # first: its thread settings precede numpy's import
+
+from dpbench.bench.suites import SUITES as BENCH_SUITES  # imports numpy
+from dpbench.cli.options import DATA_HELP
+from dpbench.core.errors import DpbenchError
+
+
+@click.command()
+@click.option("--suite", "suites", multiple=True, type=click.Choice(tuple(BENCH_SUITES)),
+              help="suite to run (repeatable; default: all); what each measures: dpbench/bench/suites.py")
+@click.option("--against", type=click.Choice(["opacus"]), default=None,
+              help="instead of the suites: dpbench's DP-SGD steps (the steps suite) side by side with Opacus "
+                   "(hooks and ghost clipping) per model and batch size, and their ratio; needs the optional "
+                   "extra: pip install torch==2.13.0 'dpbench[opacus]' (dpbench/bench/opacus.py)")
+@click.option("--repeats", default=1, show_default=True, type=click.IntRange(1), help="best of this many runs")
+@click.option("--output", default="results/bench.json", show_default=True, type=click.Path(dir_okay=False),
+              help="where the JSON records go")
+@click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False), help=DATA_HELP)
+def bench(suites, against, repeats, output, data_dir) -> None:
+    """Speed benchmarks: print a table and write results/bench.json (machine info + records).
+
+    With --against opacus: the steps suite (logreg and mlp, B in 1, 64, 256, 1024; dpbench in
+    float64 on one BLAS thread) and the same DP-SGD steps through Opacus (float32, torch's default
+    thread count unless OMP_NUM_THREADS is set), both tables and the comparison (dpbench / the
+    faster Opacus mode, target 20x); the JSON holds "records" and "comparison". Exit 1 with the
+    install line when torch or opacus is missing.
+    """
+    import json
+
+    from dpbench.bench import suites as bench_mod
+    from dpbench.core.store import atomic_write_text
+
+    if against is not None and suites:
+        raise DpbenchError(f"--against {against} runs its own suites (steps, {against}); leave out --suite")
+    if against == "opacus":
+        from dpbench.bench import opacus as bench_opacus
+
+        try:
+            framework = bench_opacus.framework()
+        except ImportError:
+            click.echo(f"error: {bench_opacus.INSTALL_HINT}", err=True)
+            sys.exit(1)
+    chosen = suites or tuple(bench_mod.SUITES)
+    info = bench_mod.machine_info()
+    click.echo(f"machine: {info['cores']} cores, numpy {info['numpy']}, BLAS {info['blas']}, "
+               f"BLAS threads {info['blas_threads']}")
+    if against == "opacus":
+        # torch's own default unless the user set a thread count (dpbench's OMP_NUM_THREADS=1 is for its cells)
+        threads = None if USER_THREAD_ENV else bench_opacus.torch_default_threads()
+        started = time.perf_counter()
+        records = bench_mod.steps_suite(data_dir=data_dir, repeats=repeats, models=bench_opacus.MODELS,
+                                        batch_sizes=bench_opacus.BATCH_SIZES, long_run=0)
+        click.echo(f"suite steps: {time.perf_counter() - started:.1f} s")
+        started = time.perf_counter()
+        opacus_records = bench_opacus.opacus_suite(data_dir=data_dir, repeats=repeats, threads=threads)
+        click.echo(f"suite opacus ({framework}, torch threads "
+                   f"{opacus_records[0].get('torch_threads') if opacus_records else threads}): "
+                   f"{time.perf_counter() - started:.1f} s")
+        comparison = bench_opacus.compare(records, opacus_records)
+        info["against"] = framework
+        click.echo(bench_mod.format_table(records))
+        click.echo("")
+        click.echo(bench_mod.format_table(opacus_records))
+        click.echo("")
+        click.echo(bench_opacus.format_comparison(comparison))
+        records += opacus_records
+        atomic_write_text(output, json.dumps({"machine": info, "records": records, "comparison": comparison},
+                                             indent=2, default=str))
+        click.echo(f"written: {output}")
+        return
+    records = []
+    for name in chosen:
+        started = time.perf_counter()
+        records += bench_mod.SUITES[name](data_dir=data_dir, repeats=repeats)
+        click.echo(f"suite {name}: {time.perf_counter() - started:.1f} s")
+    click.echo(bench_mod.format_table(records))
+    atomic_write_text(output, json.dumps({"machine": info, "records": records}, indent=2, default=str))
+    click.echo(f"written: {output}")

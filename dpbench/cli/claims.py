@@ -1,0 +1,68 @@
+"""`dpbench claims`: the verdicts of each experiment's `claims:` block, from what is stored."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from dpbench.cli.options import load_spec
+
+
+def verdict_counts(verdicts: list) -> str:
+    """How many claims each verdict has: "2 reproduced, 0 contradicted, 1 inconclusive, 0 no data"."""
+    counts: dict[str, int] = {}
+    for v in verdicts:
+        counts[v.verdict] = counts.get(v.verdict, 0) + 1
+    return ", ".join(f"{counts.get(k, 0)} {k}" for k in ("reproduced", "contradicted", "inconclusive", "no data"))
+
+
+@click.command()
+@click.argument("spec", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--profile", default="full", show_default=True, help="profile of the spec (its results are read)")
+@click.option("--results", default="results", show_default=True, type=click.Path(file_okay=False),
+              help="results root the stored cells / tables are read from and claims.csv, claims.md written to")
+@click.option("--markdown", is_flag=True,
+              help="print claims.md (the table of docs/papers/<experiment>.md) instead of the short table")
+@click.option("--readme", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="also write each table into this Markdown file (e.g. docs/papers/<experiment>.md) between "
+                   "<!-- claims:NAME --> and <!-- /claims:NAME -->")
+def claims(spec, profile, results, markdown, readme) -> None:
+    """Verdicts of each experiment's `claims:` block: reproduced, contradicted or inconclusive.
+
+    Every claim (a sentence of a paper or of the docs about a figure) is tested with paired
+    statistics over seeds on what is stored: the cells, or, where they are absent, the committed
+    runs.csv.gz and audits.csv (dpbench/analysis/claims.py: effect with a 95% CI, one-sided
+    p-values, Holm across the claims of one experiment, the seeds an inconclusive claim would
+    need). Trains nothing; writes claims.csv and claims.md next to the experiment's curves.
+    """
+    import pandas as pd
+
+    from dpbench.analysis import claims as claims_mod
+    from dpbench.core.store import atomic_write_text
+    from dpbench.experiment import verdicts as verdicts_mod
+
+    for path in spec:
+        exp = load_spec(path, profile)
+        if not exp.claims:
+            click.echo(f"{exp.name} [{exp.profile}]: no claims")
+            continue
+        verdicts = verdicts_mod.claim_verdicts(exp, results)
+        written = verdicts_mod.write_claims(exp, verdicts, results)
+        click.echo(f"== {exp.name} [{exp.profile}]: {len(verdicts)} claims: {verdict_counts(verdicts)}")
+        if markdown:
+            click.echo(claims_mod.markdown(verdicts))
+        else:
+            shown = claims_mod.table(verdicts)[["id", "verdict", "effect", "ci_low", "ci_high", "p_holm",
+                                                "p_contra_holm", "seeds", "seeds_needed", "where"]]
+            with pd.option_context("display.width", 200, "display.max_colwidth", 40, "display.max_rows", 500):
+                click.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+        click.echo(f"written: {', '.join(str(p) for p in written)}")
+        if readme:
+            text = Path(readme).read_text(encoding="utf-8")
+            try:
+                text = claims_mod.fill_readme(text, exp.name, claims_mod.markdown(verdicts))
+            except ValueError as exc:
+                raise click.UsageError(f"--readme {readme}: {exc}") from None
+            atomic_write_text(readme, text)
+            click.echo(f"written: the {exp.name} table of {readme}")

@@ -1,0 +1,205 @@
+"""The verbs that run and draw experiments: `run` (every missing cell, then curves, figures and
+manifest), `check` (a profile against its stored reference curves) and `plot` (redraw from what is
+stored)."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import click
+
+from dpbench.cli.claims import verdict_counts
+from dpbench.cli.options import (
+    RESULTS_HELP,
+    FiniteFloatRange,
+    check_scheduler,
+    load_spec,
+    run_options,
+    writable_folder,
+)
+
+
+@click.command()
+@click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False), metavar="SPEC...")
+@run_options
+@click.option("--force", is_flag=True, help="recompute cells that are already stored")
+@click.option("--results", default="results", show_default=True, type=click.Path(), help=RESULTS_HELP)
+def run(specs, profile, jobs, backend, scheduler, data_dir, no_progress, allow_large, force, results) -> None:
+    """Run experiments: every cell not stored yet, then curves, figures and manifest.
+
+    Several SPECs run under one progress bar (`make figures` runs experiments/*.yaml). The
+    number of cells and L* problems is printed before work starts; a grid of more than 50,000
+    cells needs --allow-large. Finished cells are stored one by one as they finish
+    (results/<experiment>/cells/), as are the L* solutions (results/.cache/), so an interrupted
+    run resumes where it stopped and every stored result is reused; --force recomputes. A damaged
+    cell file is moved to cells/quarantine/ and recomputed. Exits 1 if any cell failed (the
+    failed cells are listed, the others kept, and the figures marked partial).
+    """
+    from dpbench.experiment import layout, pipeline, render
+    from dpbench.spec.experiment import check_size
+
+    check_scheduler(backend, scheduler)
+    exps = [load_spec(spec, profile) for spec in specs]
+    check_size(exps, allow_large)
+    writable_folder(results)
+    started = time.perf_counter()
+    summary = pipeline.run_experiments(exps, results=results, data_dir=data_dir, jobs=jobs, backend=backend,
+                                       scheduler=scheduler, force=force, progress=not no_progress)
+    for exp in exps:  # failed cells are listed below and exit 1; what is stored is drawn, marked partial
+        out = render.render(exp, results=results, summary=summary, partial=bool(summary.failed), data_dir=data_dir)
+        click.echo(f"== {exp.name} [{exp.profile}] (seeds: {exp.seeds_summary()})")
+        _report(exp, out)
+        tables = [name for name in (layout.RUNS_FILE, layout.CURVES_FILE, "audits.csv")
+                  if (out.folder / name).is_file()]
+        click.echo(f"results: {out.folder}/ ({', '.join(tables + ['manifest.json'])}, "
+                   f"{', '.join(p.name for p in out.figures if p.suffix == '.png') or 'no figures'})")
+        _claims_line(out)
+    click.echo(f"cells: {summary.total} total, {summary.ran} run, {summary.reused} reused, "
+               f"{len(summary.failed)} failed; wall time {time.perf_counter() - started:.1f} s")
+    _exit_on_failures(summary)
+
+
+def _claims_line(out) -> None:
+    """One line of the verdicts render wrote to claims.csv / claims.md (nothing without claims)."""
+    if out.claims:
+        click.echo(f"claims: {len(out.claims)} ({verdict_counts(out.claims)}; claims.csv, claims.md)")
+
+
+def _exit_on_failures(summary) -> None:
+    if summary.failed:
+        click.echo(f"{len(summary.failed)} cell(s) failed (stored with their tracebacks in cells/<key>.json; "
+                   f"a rerun retries them):", err=True)
+        for record in summary.failed:
+            cell = record.get("cell") or {}
+            what = " ".join(f"{k}={cell[k]}" for k in ("algorithm", "dataset", "model", "epsilon", "rep") if k in cell)
+            click.echo(f"  {record['key']} {what}: {record['error']}", err=True)
+        sys.exit(1)
+
+
+@click.command()
+@click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False), metavar="SPEC...")
+@run_options
+@click.option("--update", is_flag=True, help="rewrite the stored reference from this run (deliberately)")
+@click.option("--envelope/--no-envelope", default=True, show_default=True,
+              help="with --update: rerun the profile under other CPU kernel settings "
+                   "(dpbench.analysis.check.FLOAT_VARIANTS) and store each value's float envelope, so the check "
+                   "passes on any CPU")
+@click.option("--k", "k", default=3.0, show_default=True, type=FiniteFloatRange(0),
+              help="a moved curve point passes if its paired mean difference is within k standard errors")
+@click.option("--reuse", is_flag=True,
+              help="reuse cells stored under --results instead of recomputing in a temporary folder")
+@click.option("--results", default="results", show_default=True, type=click.Path(),
+              help="folder holding results/<experiment>/reference-<profile>.csv")
+def check(specs, profile, jobs, backend, scheduler, data_dir, no_progress, allow_large, update, envelope, k, reuse,
+          results) -> None:
+    """Run a profile and compare its curves with the stored reference, seed by seed.
+
+    The reference is results/<experiment>/reference-<profile>.csv (committed). Cells are
+    recomputed in a temporary folder (a stored cell could predate the code under test) unless
+    --reuse. A curve point passes if it is identical up to float noise, or if the per-seed
+    differences from the reference average out within --k standard errors; a systematic move,
+    a missing or a new point fails (exit 1) with a table of what moved.
+    """
+    import tempfile
+
+    from dpbench.analysis import check as check_mod
+    from dpbench.experiment import layout, pipeline
+    from dpbench.experiment import variants as variants_mod
+    from dpbench.experiment import verdicts as verdicts_mod
+    from dpbench.spec.experiment import check_size
+
+    check_scheduler(backend, scheduler)
+    exps = [load_spec(spec, profile) for spec in specs]
+    check_size(exps, allow_large)
+    if update or reuse:
+        writable_folder(results)
+    with tempfile.TemporaryDirectory(prefix="dpbench-check-") as scratch:
+        where = results if reuse else scratch
+        started = time.perf_counter()
+        summary = pipeline.run_experiments(exps, results=where, data_dir=data_dir, jobs=jobs, backend=backend,
+                                           scheduler=scheduler, progress=not no_progress)
+        click.echo(f"cells: {summary.total} total, {summary.ran} run, {summary.reused} reused; "
+                   f"{time.perf_counter() - started:.1f} s")
+        _exit_on_failures(summary)
+        variants = {}
+        if update and envelope:
+            for name in check_mod.FLOAT_VARIANTS:
+                started = time.perf_counter()
+                variants[name] = variants_mod.variant_points(exps, name, scratch, jobs=jobs, data_dir=data_dir)
+                click.echo(f"float envelope: rerun under the {name} kernels in {time.perf_counter() - started:.1f} s")
+        bad = 0
+        for exp in exps:
+            points = verdicts_mod.seed_points(exp, where, data_dir=data_dir)
+            ref_path = layout.reference_path(exp, results)
+            if update:
+                points, sensitive = check_mod.write_reference(points, [found[exp.name] for found in variants.values()],
+                                                              ref_path)
+                click.echo(f"{exp.name} [{exp.profile}]: reference written to {ref_path} ({len(points)} values, "
+                           f"{sensitive} float-sensitive)")
+                continue
+            table = check_mod.against_reference(
+                points, ref_path, k=k, create_with=f"dpbench check {exp.source} --profile {exp.profile} --update")
+            failures = check_mod.failed(table)
+            bad += len(failures)
+            verdict = "ok" if failures.empty else f"FAILED ({len(failures)} point(s) drifted, missing or new)"
+            click.echo(f"== {exp.name} [{exp.profile}] vs {ref_path}: {verdict}")
+            click.echo(check_mod.report(table, k))
+    if bad:
+        click.echo("the curves moved: if the change is deliberate, rerun with --update and commit the reference",
+                   err=True)
+        sys.exit(1)
+
+
+def _report(exp, out) -> None:
+    import pandas as pd
+
+    from dpbench.analysis.curves import summary_table
+
+    with pd.option_context("display.width", 200, "display.max_columns", 30, "display.max_colwidth", 20):
+        for metric in exp.metrics:
+            table = summary_table(out.curves, metric)
+            if not table.empty:
+                click.echo(f"\n{metric} (mean ± std over seeds; columns: epsilon)")
+                click.echo(table.to_string())
+        if out.audits is not None and not out.audits.empty:
+            click.echo("\naudits (lower bounds at the stated confidence; broken = lower bound above the claim; "
+                       "estimate: GDP or measured mechanism, not a bound)")
+            shown = [c for c in ("label", "method", "threat", "claimed_epsilon", "claim", "adjacency",
+                                 "epsilon_lower_bound", "ceiling", "epsilon_estimate", "broken", "trials", "seconds")
+                     if c in out.audits]
+            click.echo(out.audits[shown].to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+    click.echo("")
+
+
+@click.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option("--profile", default="full", show_default=True, help="named profile of the experiment")
+@click.option("--results", default="results", show_default=True, type=click.Path(), help=RESULTS_HELP)
+@click.option("--partial", is_flag=True,
+              help="draw what is stored even if cells or audits are missing (figures, curves.csv and the "
+                   "manifest then say 'partial: k of n cells')")
+@click.option("--from-runs", "from_runs", is_flag=True,
+              help="redraw from the committed runs table (results/<exp>/runs.csv.gz, and trace_curves.csv.gz for "
+                   "figures over iterations) instead of the per-cell store: rewrites curves.csv and the figures, "
+                   "leaves runs.csv.gz, trace_curves.csv.gz and manifest.json alone; audits are not redrawn")
+@click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False),
+              help="data folder a figure's `baseline: majority` reads the test labels from (default: "
+                   "$DPBENCH_DATA, else ./data)")
+def plot(spec, profile, results, partial, from_runs, data_dir) -> None:
+    """Re-aggregate stored cells and audits and redraw the figures; trains nothing.
+
+    If any cell of the grid has no usable stored result (not run, failed, damaged) or an audit is
+    not fully stored, nothing is written and the missing cells are listed (exit 2), unless
+    --partial. With --from-runs the committed tables stand in for the cells (a fresh clone has
+    no cells/ folder); a spec cell without a row in runs.csv.gz counts as missing.
+    """
+    from dpbench.experiment import render
+
+    exp = load_spec(spec, profile)
+    writable_folder(results)
+    # raises, writing nothing, on a partial grid (or, --from-runs, a runs table that is absent or short)
+    out = render.render(exp, results=results, partial=partial, from_runs=from_runs, data_dir=data_dir)
+    _report(exp, out)
+    click.echo(f"figures: {', '.join(str(p) for p in out.figures)}")
+    _claims_line(out)

@@ -1,0 +1,89 @@
+"""What several `dpbench` verbs share: option help texts, the run options, parameter types and the
+checks of a results folder and a scheduler made before any work."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import click
+
+from dpbench.core.errors import DpbenchError
+
+RESULTS_HELP = "folder that holds results/<experiment>/"
+DATA_HELP = "folder with the raw UCI files in their UCI layout (default: $DPBENCH_DATA, else ./data)"
+
+
+class FiniteFloatRange(click.FloatRange):
+    """click.FloatRange that also refuses nan and inf (a usage error, exit 2, like other range errors).
+
+    Shown as FLOAT in --help (its range in brackets), and `'abc' is not a valid float.`"""
+
+    name = "float"
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
+
+
+def check_scheduler(backend: str, scheduler: str | None) -> None:
+    """--scheduler addresses a dask cluster: with another backend it would be ignored, so refuse it."""
+    if scheduler and backend != "dask":
+        raise DpbenchError(f"--scheduler {scheduler} needs --backend dask (got --backend {backend})")
+
+
+def writable_folder(path: str, option: str = "--results") -> None:
+    """Refuse, before any work, a folder that cannot hold results: a file, a path through a file,
+    or a place the file system will not let us write (read-only, permission)."""
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise DpbenchError(f"{option} {path}: is a file, not a folder")
+    existing = folder
+    while not existing.exists():
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if not existing.is_dir():
+        raise DpbenchError(f"{option} {path}: {existing} is a file, so no folder can be made under it")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        why = "read-only file system" if _read_only(existing) else "no write permission"
+        raise DpbenchError(f"{option} {path}: cannot write in {existing} ({why}); point {option} at a writable "
+                           f"folder")
+
+
+def _read_only(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def load_spec(spec: str, profile: str):
+    """The validated Experiment of a spec file under a named profile."""
+    from dpbench.spec import experiment as spec_mod
+
+    return spec_mod.load(spec, profile=profile)
+
+
+def run_options(f):
+    """The options of the verbs that run cells (run, check): profile, workers, backend, data, progress."""
+    for option in reversed([
+        click.option("--profile", default="full", show_default=True, help="named profile of the experiments (e.g. ci)"),
+        click.option("--jobs", "-j", default=1, show_default=True, type=click.IntRange(min=1), help="parallel workers"),
+        click.option("--backend", default="loky", show_default=True,
+                     type=click.Choice(["loky", "threading", "sequential", "dask"]),
+                     help="joblib backend; dask runs cells on a dask.distributed cluster"),
+        click.option("--scheduler", default=None, metavar="ADDRESS",
+                     help="dask scheduler address (tcp://host:8786); without it --backend dask starts a local "
+                          "cluster of --jobs workers"),
+        click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False), help=DATA_HELP),
+        click.option("--no-progress", is_flag=True, help="no progress bar"),
+        click.option("--allow-large", is_flag=True,
+                     help="run a grid of more than dpbench.spec.experiment.MAX_CELLS (50,000) cells "
+                          "(refused otherwise)"),
+    ]):
+        f = option(f)
+    return f

@@ -1,0 +1,47 @@
+"""`dpbench report`: the static HTML site of stored experiments."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+
+from dpbench.cli.options import DATA_HELP, load_spec, writable_folder
+
+
+@click.command(name="report")
+@click.argument("spec", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--profile", default="full", show_default=True, help="profile of the specs (its stored tables are read)")
+@click.option("--results", default="results", show_default=True, type=click.Path(file_okay=False),
+              help="results root the stored tables are read from (results/<experiment>/curves.csv, runs.csv.gz, "
+                   "audits.csv, claims.csv, manifest.json)")
+@click.option("--out", default=None, type=click.Path(file_okay=False),
+              help="folder the site is written to: index.html, <experiment>.html, assets/ (default: --results)")
+@click.option("--baseline/--no-baseline", default=True, show_default=True,
+              help="draw a figure's `baseline: majority` line (reads the data sets' test labels, as the PNG does)")
+@click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False), help=DATA_HELP)
+def report_(spec, profile, results, out, baseline, data_dir) -> None:
+    """Write a static HTML site: an index and one page per experiment; trains nothing.
+
+    Each page shows the experiment's figures as interactive plots (hover a point for its value,
+    interval, seeds, selected hyperparameters and guarantee; click it for the privacy ledger of
+    its runs and the candidate hyperparameters; click a legend entry to hide a method; switch
+    either axis between linear and log), the audits and claims tables and the provenance of the
+    results. Everything comes from the stored tables the PNG figures come from. The site works
+    offline from the file system: plotly.js is copied from the installed plotly package into
+    <out>/assets/. An experiment with nothing stored is an error, and then nothing is written.
+    """
+    from dpbench.report import site as report
+
+    experiments = [load_spec(s, profile) for s in spec]
+    target = out if out is not None else results
+    writable_folder(target, "--out" if out is not None else "--results")
+    start = time.perf_counter()
+    pages = report.build(experiments, results=results, out=target, notify=click.echo, baseline=baseline,
+                         data_dir=data_dir)
+    total = sum(p.bytes for p in pages)
+    assets = sum(f.stat().st_size for f in (Path(target) / "assets").iterdir() if f.is_file())
+    click.echo(f"{Path(target) / 'index.html'}: {len(pages)} pages ({total / 1e6:.1f} MB) and assets/ "
+               f"({assets / 1e6:.1f} MB, plotly.js included) in {time.perf_counter() - start:.1f} s; "
+               f"open it in a browser")
