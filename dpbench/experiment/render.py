@@ -44,7 +44,7 @@ from dpbench.experiment.verdicts import (
     with_marks,
     write_claims,
 )
-from dpbench.figures import static as plots
+from dpbench.figures.audit import audit_figure
 from dpbench.figures.kinds import FIGURES, FigureKind
 from dpbench.run import runner
 from dpbench.run.cells import (
@@ -125,7 +125,7 @@ def render(exp: Experiment, *, results: str | Path = "results", summary: runner.
             table = table.assign(partial=note)
         changed.append(atomic_write_bytes_via(folder / "audits.csv",
                                               lambda tmp: table.to_csv(tmp, index=False, float_format="%.6g")))
-        figures += plots.audit_figure(audits, folder / "audit", title=titled(exp.description, note))
+        figures += audit_figure(audits, folder / "audit", title=titled(exp.description, note))
     write_manifest(folder / "manifest.json", manifest(exp, runs, summary, data_files, note), any(changed))
     return Outputs(folder=folder, runs=runs, curves=curves, figures=figures, audits=audits, claims=verdicts)
 

@@ -6,7 +6,8 @@ reference line of `metric_over_n`) are its annotated keyword-only arguments, so 
 entry is checked against them and nothing else lists them. `table` says which table it draws
 (`curves`, or `traces`: the per-iteration curves) and `needs` what the grid must contain for the
 figure not to be empty (an iterate trace, or a data set swept over n or d). The built-in kinds
-are declared in dpbench.figures.static (imported on first use of the registry).
+are declared in the modules dpbench.figures.static imports (`epsilon`, `sweeps`, `traces`), which
+the registry imports on first use.
 """
 
 from __future__ import annotations

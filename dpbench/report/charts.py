@@ -1,12 +1,12 @@
 """Interactive figures of the report: plotly.js traces from the same rows as the static figures.
 
-`interactive_figure` turns the rows a figure shows (pipeline.figure_tables) into one small
+`interactive_figure` turns the rows a figure shows (experiment.render.figure_tables) into one small
 plotly.js chart per panel, laid out by the figure kind's `View` (figures.View): one line per
 algorithm label (and per value of the view's `lines` columns) with its 95% band, the line style
-and markers saying what the curve's guarantee covers exactly as in the PNG (plots.claim_status,
-plots.CLAIM_STYLES: solid filled = valid, solid open = valid per run only, dash-dot = the paper's
-claim only, dotted = not certified; dashed = non-private), and a legend entry per (label,
-guarantee) shared by the panels. Every point carries its hover text (value, interval, seeds,
+and markers saying what the curve's guarantee covers exactly as in the PNG
+(figures.style.claim_status, figures.style.CLAIM_STYLES: solid filled = valid, solid open = valid
+per run only, dash-dot = the paper's claim only, dotted = not certified; dashed = non-private), and
+a legend entry per (label, guarantee) shared by the panels. Every point carries its hover text (value, interval, seeds,
 selected hyperparameters, candidates, guarantee) and, as customdata, the id of the point group
 whose privacy ledger a click opens (dpbench.report.site). As in the PNG: the majority-class line
 (`baseline: majority`), a paper's rate fitted per panel (`reference`, curves.fit_rate) and stars /
@@ -25,11 +25,14 @@ import numpy as np
 import pandas as pd
 
 from dpbench.analysis.curves import RATES, fit_rate, reference_curve
-from dpbench.figures import static as plots
+from dpbench.figures.audit import THREAT_SHORT, audit_rows
+from dpbench.figures.bands import band, log_floor
+from dpbench.figures.epsilon import x_epsilon
 from dpbench.figures.kinds import View
+from dpbench.figures.style import LOG_METRICS, PLAIN_AXIS_LABELS, claim_status, colours_for, label_order
 from dpbench.run.metrics import METRICS
 
-#: matplotlib line styles (plots.CLAIM_STYLES and the non-private dashes) as plotly.js dashes
+#: matplotlib line styles (figures.style.CLAIM_STYLES and the non-private dashes) as plotly.js dashes
 DASHES = {"-": "solid", "--": "dash", "-.": "dashdot", ":": "dot"}
 #: what x means in hover text, by the view's x column
 X_NAMES = {"epsilon": "ε", "n_train": "n", "n_features": "d", "step": "iteration"}
@@ -40,7 +43,7 @@ GroupOf = Callable[[pd.Series], "int | None"]
 
 
 def y_title(metric: str) -> str:
-    return plots.PLAIN_AXIS_LABELS.get(metric, METRICS.get(metric, (metric,))[0])
+    return PLAIN_AXIS_LABELS.get(metric, METRICS.get(metric, (metric,))[0])
 
 
 def _fmt(value) -> str:
@@ -113,7 +116,7 @@ def _panels(part: pd.DataFrame, view: View) -> list[tuple[tuple, pd.DataFrame]]:
 
 
 def _xs(line: pd.DataFrame, view: View) -> np.ndarray:
-    return plots.x_epsilon(line) if view.x == "epsilon" else line[view.x].to_numpy(dtype=float)
+    return x_epsilon(line) if view.x == "epsilon" else line[view.x].to_numpy(dtype=float)
 
 
 def _hover(row: pd.Series, view: View, metric: str, x: float, mean: float, panel: str) -> str:
@@ -168,16 +171,16 @@ def interactive_figure(shown: pd.DataFrame, view: View, metric: str, *, title: s
     part = shown[shown["metric"] == metric] if "metric" in shown else shown.iloc[0:0]
     if part.empty:
         return None
-    labels = plots.label_order(part, algorithm_order)
-    colours = plots.colours_for(labels)
-    log_y = metric in plots.LOG_METRICS or view.x in ("n_train", "n_features")
+    labels = label_order(part, algorithm_order)
+    colours = colours_for(labels)
+    log_y = metric in LOG_METRICS or view.x in ("n_train", "n_features")
     nonprivate_labels = [lab for lab in labels if part.loc[part["label"] == lab, "epsilon"].isna().all()]
     legend: dict[str, dict] = {}
     panels = []
     x_private = _xs(part[part["epsilon"].notna()], view) if view.x == "epsilon" else np.array([])
     for keys, panel in _panels(part, view):
         name = _panel_title(view, keys)
-        floor = plots.log_floor(panel, metric if metric in plots.LOG_METRICS else
+        floor = log_floor(panel, metric if metric in LOG_METRICS else
                                 ("optimality_gap" if log_y else metric))
         traces = []
         for label in labels:
@@ -204,10 +207,10 @@ def _line_traces(line: pd.DataFrame, view: View, metric: str, floor: float | Non
     xs = _xs(line, view)
     order = np.argsort(xs, kind="stable")
     line, xs = line.iloc[order], xs[order]
-    mean, lo, hi, _ = plots.band(line, metric, floor)
+    mean, lo, hi, _ = band(line, metric, floor)
     private = line["epsilon"].notna().any()
     if private:
-        style, filled, suffix = plots.claim_status(line)
+        style, filled, suffix = claim_status(line)
         entry = f"{label} — {suffix}" if suffix else label
         if view.lines == ("epsilon",):
             entry = f"{label}, ε = {line['epsilon'].iloc[0]:g}" + (f" — {suffix}" if suffix else "")
@@ -245,8 +248,8 @@ def _line_traces(line: pd.DataFrame, view: View, metric: str, floor: float | Non
 def _claim_mark_traces(line: pd.DataFrame, xs: np.ndarray, mean: np.ndarray, colour: str, entry: str,
                        groups: list) -> list[dict]:
     """Stars where a claim holds with significance at a point, crosses where it fails (column
-    claim_mark, pipeline.figure_tables: "+id" / "-id", several joined by ", "), as the PNG marks
-    them (plots._claim_marks); they hide with their curve."""
+    claim_mark, experiment.verdicts.with_marks: "+id" / "-id", several joined by ", "), as the PNG
+    marks them (figures.epsilon.metric_over_epsilon); they hide with their curve."""
     if "claim_mark" not in line:
         return []
     marks = line["claim_mark"].fillna("").astype(str).tolist()
@@ -281,7 +284,7 @@ def plain_formula(formula: str) -> str:
 
 def _rate_traces(panel: pd.DataFrame, view: View, name: str, curve: str | None, legend: dict) -> list[dict]:
     """A paper's rate (curves.RATES[name]) with its constants fitted to one curve of the panel
-    (curves.fit_rate), grey dash-dot, as plots._draw_rate draws it: one line over epsilon, or one
+    (curves.fit_rate), grey dash-dot, as figures.references.draw_rate draws it: one line over epsilon, or one
     per epsilon over n or d."""
     fitted = fit_rate(panel, name, curve)
     if fitted is None:
@@ -306,7 +309,7 @@ def _rate_traces(panel: pd.DataFrame, view: View, name: str, curve: str | None, 
 
 def _majority_trace(panel: pd.DataFrame, view: View, metric: str, legend: dict) -> list[dict]:
     """The majority-class accuracy of the panel's data set (column `majority_accuracy`, added by
-    pipeline.figure_tables for `baseline: majority`) as a grey dashed line across the panel."""
+    experiment.render.figure_tables for `baseline: majority`) as a grey dashed line across the panel."""
     if metric != "accuracy" or "majority_accuracy" not in panel or panel["majority_accuracy"].isna().all():
         return []
     xs = _xs(panel[panel["epsilon"].notna()] if view.x == "epsilon" else panel, view)
@@ -329,12 +332,12 @@ AUDIT_COLOURS = {"valid": "#1f77b4", "other": "#d62728"}
 def audit_figure(audits: pd.DataFrame, audit_ids: list[int], figure_id: str = "audit") -> dict | None:
     """Claimed ε (x) against the audits' 95% lower bounds (y): multi-run (circles) and one-run
     (crosses), blue for a valid claim, red for the paper's only or none, and the diagonal (a bound
-    above it refutes the claim), as plots.audit_figure's left panel. customdata: the audit's row
+    above it refutes the claim), as figures.audit.audit_figure's left panel. customdata: the audit's row
     id (`audit_ids`, aligned with `audits`)."""
     data = audits.assign(_id=audit_ids).dropna(subset=["claimed_epsilon"])
     if data.empty:
         return None
-    data = plots.audit_rows(data)
+    data = audit_rows(data)
     top = float(max(data["claimed_epsilon"].max(), data["epsilon_lower_bound"].max())) * 1.08
     traces = [{"type": "scatter", "mode": "lines", "x": [0, top], "y": [0, top], "hoverinfo": "skip",
                "line": {"color": "#555", "width": 1}, "legendgroup": "audited = claimed ε",
@@ -362,7 +365,7 @@ def audit_figure(audits: pd.DataFrame, audit_ids: list[int], figure_id: str = "a
 
 
 def _audit_hover(row: pd.Series) -> str:
-    threat = plots.THREAT_SHORT.get(str(row.get("threat")), str(row.get("threat")))
+    threat = THREAT_SHORT.get(str(row.get("threat")), str(row.get("threat")))
     lines = [f"<b>{escape(str(row['label']))}</b>", f"{escape(str(row['method']))}, adversary sees the {threat}",
              f"claimed ε = {_fmt(row['claimed_epsilon'])} ({escape(str(row['claim']))})",
              f"audited lower bound (95%): {_fmt(row['epsilon_lower_bound'])}"]

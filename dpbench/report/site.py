@@ -1,12 +1,12 @@
 """`dpbench report`: a static site, one page per experiment, from the stored tables only.
 
 Each page is generated from the tables the PNG figures come from (results/<exp>/curves.csv,
-trace_curves.csv.gz, runs.csv.gz, audits.csv, claims.csv, manifest.json; `stored_tables`), never
-from models or cells:
+trace_curves.csv.gz, runs.csv.gz, audits.csv, claims.csv, manifest.json; read by
+dpbench.experiment.stored), never from models or cells:
 
-* every figure of the spec as interactive plotly.js charts (`report_figures`; the rows of
-  `pipeline.figure_tables`, the same the PNG draws, with the majority-class line, the paper's
-  fitted rate and the marks of claims that hold or fail significantly at a point, from the
+* every figure of the spec as interactive plotly.js charts (`charts`; the rows of
+  `experiment.render.figure_tables`, the same the PNG draws, with the majority-class line, the
+  paper's fitted rate and the marks of claims that hold or fail significantly at a point, from the
   claims tested on the same selection), or the PNG for a figure kind without a `View`;
 * a click on a point opens its *group*: the runs selected for that curve point
   (`curves.selected_by_metric` on runs.csv.gz, the selection that made curves.csv), the candidate
@@ -270,7 +270,7 @@ def experiment_data(exp: Experiment, results: str | Path, out: Path, *, baseline
     """Everything one page shows, as JSON-able data (figures, groups, ledgers, audits, claims,
     provenance). Raises ReportError when nothing of the experiment is stored. `baseline`: draw a
     figure's `baseline: majority` line, read from the data sets' test splits in `data_dir` as the
-    PNG does (pipeline.majority_rates; a data set that cannot be read gets no line)."""
+    PNG does (experiment.render.majority_rates; a data set that cannot be read gets no line)."""
     folder = layout.output_folder(exp, results)
     curves = stored_tables.load_curves(exp, results)
     audits = _read_csv(folder / "audits.csv")

@@ -9,7 +9,7 @@ import pytest
 
 from dpbench import data, models
 from dpbench.analysis.curves import runs_table, selected_by_metric, trace_curves, traces_table
-from dpbench.figures import static as plots
+from dpbench.figures.traces import metric_over_iterations
 from dpbench.run.cells import trace_metrics
 
 
@@ -72,10 +72,10 @@ def test_metric_over_iterations_draws_one_column_per_epsilon(tmp_path):
             rows.append({"label": label, "dataset_label": "d", "dataset_panel": "d", "model_label": "m",
                          "epsilon": eps, "step": step, "metric": "estimation_error", "mean": 1.0 / (1 + step),
                          "std": 0.01, "dp_claim": "valid" if label == "private" else "none"})
-    paths = plots.metric_over_iterations(pd.DataFrame(rows), "estimation_error", tmp_path / "iters", title="t",
-                                         algorithm_order=["private", "baseline"])
+    paths = metric_over_iterations(pd.DataFrame(rows), "estimation_error", tmp_path / "iters", title="t",
+                                   algorithm_order=["private", "baseline"])
     assert [p.suffix for p in paths] == [".png", ".pdf"] and all(p.stat().st_size > 0 for p in paths)
-    assert plots.metric_over_iterations(pd.DataFrame(rows), "test_loss", tmp_path / "none") == []
+    assert metric_over_iterations(pd.DataFrame(rows), "test_loss", tmp_path / "none") == []
 
 
 def test_a_cell_shared_by_two_spec_entries_counts_once_per_entry():

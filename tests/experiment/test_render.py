@@ -24,7 +24,11 @@ from dpbench.analysis import curves
 from dpbench.cli.main import main
 from dpbench.experiment import pipeline, render
 from dpbench.experiment import stored as stored_tables
-from dpbench.figures import static as plots
+from dpbench.figures.bands import GAP_FLOOR, band, log_floor
+from dpbench.figures.epsilon import epsilon_ticks
+from dpbench.figures.frame import merged_legend
+from dpbench.figures.references import radii
+from dpbench.figures.style import claim_status
 from dpbench.spec import experiment as spec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -130,28 +134,28 @@ def test_log_floor_is_a_decade_below_the_smallest_positive_mean_and_bands_are_cl
     panel = pd.DataFrame({"mean": [0.0, -1e-9, 3e-3, 0.2, 40.0], "std": [0.0, 1e-9, 4e-3, 0.5, 1.0],
                           "count": [5] * 5})
     panel = curves.with_ci(panel)
-    floor = plots.log_floor(panel, "optimality_gap")
+    floor = log_floor(panel, "optimality_gap")
     smallest = 3e-3
     assert smallest / 10 <= floor < smallest
-    mean, lo, hi, at_floor = plots.band(panel, "optimality_gap", floor)
+    mean, lo, hi, at_floor = band(panel, "optimality_gap", floor)
     assert at_floor.tolist() == [True, True, False, False, False]
     assert (mean[at_floor] == floor).all() and (mean[~at_floor] == panel["mean"][~at_floor]).all()
     assert (lo >= floor).all() and (lo >= mean / 10 - 1e-15).all() and (lo <= mean).all() and (hi >= mean).all()
     # a band whose interval reaches below 0 stops a decade under its mean instead of spiking to the floor
     assert lo[3] == pytest.approx(0.02) and panel["ci_low"][3] < 0
-    assert plots.log_floor(panel, "accuracy") is None  # linear axis
-    assert plots.log_floor(pd.DataFrame({"mean": [0.0, -1.0]}), "optimality_gap") == plots.GAP_FLOOR
+    assert log_floor(panel, "accuracy") is None  # linear axis
+    assert log_floor(pd.DataFrame({"mean": [0.0, -1.0]}), "optimality_gap") == GAP_FLOOR
 
 
 def test_accuracy_bands_stay_in_range_and_epsilon_ticks_do_not_collide():
     line = curves.with_ci(pd.DataFrame({"mean": [0.95, 0.5], "std": [0.2, 0.3], "count": [3, 3]}))
-    mean, lo, hi, at_floor = plots.band(line, "accuracy", None)
+    mean, lo, hi, at_floor = band(line, "accuracy", None)
     assert (lo >= 0).all() and (hi <= 1).all() and not at_floor.any()
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots()
     ax.set_xscale("log")
-    plots._epsilon_ticks(ax, np.array([0.01, 0.02, 0.04, 0.08, 0.15, 0.25]), (0.0077, 0.33))
+    epsilon_ticks(ax, np.array([0.01, 0.02, 0.04, 0.08, 0.15, 0.25]), (0.0077, 0.33))
     ticks = list(ax.get_xticks())
     plt.close(fig)
     assert ticks == [0.01, 0.02, 0.04, 0.08, 0.15, 0.25]  # every swept value; no 0.1 printed over 0.08
@@ -218,7 +222,7 @@ def test_single_constant_rates_match_the_closed_form_and_refuse_other_metrics():
 # ---------------------------------------------------------------------------------------------
 def test_legend_names_carry_the_guarantee_and_merge_candidate_counts():
     def status(*claims):
-        return plots.claim_status(pd.DataFrame({"dp_claim": list(claims)}))
+        return claim_status(pd.DataFrame({"dp_claim": list(claims)}))
 
     assert status("valid") == ("-", True, "")
     assert status("valid per run; selection not private (4 candidates)") == \
@@ -238,7 +242,7 @@ def test_legend_names_carry_the_guarantee_and_merge_candidate_counts():
     axes[0][1].plot([0, 1], [0, 1], label="WYX17 — selected among 6 (not private)")
     axes[0][1].plot([0, 1], [0, 1], label="ZZMW17 — ε not certified")
     axes[0][1].plot([0, 1], [0, 1], label="a rate")
-    _, names = plots._merged_legend(axes, ["WYX17", "ZZMW17"])
+    _, names = merged_legend(axes, ["WYX17", "ZZMW17"])
     plt.close(fig)
     assert names == ["WYX17 — selected among 2/6 (not private)", "ZZMW17 — selected among 4 (not private)",
                      "ZZMW17 — ε not certified", "a rate"]
@@ -246,4 +250,4 @@ def test_legend_names_carry_the_guarantee_and_merge_candidate_counts():
 
 def test_projection_radius_is_read_from_the_params():
     rows = pd.DataFrame({"params": ['{"radius": 10.0, "lr": 0.2}', '{"radius": null}', "{}", None]})
-    assert plots._radii(rows) == [10.0]
+    assert radii(rows) == [10.0]

@@ -13,7 +13,7 @@ from scipy import optimize, special, stats
 
 from dpbench.analysis.curves import curve_claim, runs_table, select
 from dpbench.core.errors import SpecError
-from dpbench.figures import static as plots
+from dpbench.figures.style import claim_kind
 from dpbench.privacy import analytic_gaussian_sigma, tuning
 from dpbench.run import cells as cells_mod
 from dpbench.spec import experiment as spec
@@ -198,12 +198,12 @@ def test_curve_claims_say_what_the_selection_cost():
     assert curve_claim({"paper-only"}, 2) == "paper-only per run; selection not private (2 candidates)"
     assert curve_claim(set(), 3) == "none"
     assert curve_claim({"valid"}, 1, weak_delta=True) == "valid; weak delta (>= 1/n)"
-    assert plots.claim_kind(pd.DataFrame({"dp_claim": ["valid"]})) == "valid"
-    assert plots.claim_kind(pd.DataFrame({"dp_claim": ["valid end to end (private selection, 3 candidates)"]})) \
+    assert claim_kind(pd.DataFrame({"dp_claim": ["valid"]})) == "valid"
+    assert claim_kind(pd.DataFrame({"dp_claim": ["valid end to end (private selection, 3 candidates)"]})) \
         == "valid"
     for weaker in ("valid per run; selection not private (4 candidates)", "valid; weak delta (>= 1/n)"):
-        assert plots.claim_kind(pd.DataFrame({"dp_claim": ["valid", weaker]})) == "selected"
-    assert plots.claim_kind(pd.DataFrame({"dp_claim": ["paper-only per run; selection not private (2 candidates)"]})) \
+        assert claim_kind(pd.DataFrame({"dp_claim": ["valid", weaker]})) == "selected"
+    assert claim_kind(pd.DataFrame({"dp_claim": ["paper-only per run; selection not private (2 candidates)"]})) \
         == "paper-only"
 
 

@@ -1,0 +1,64 @@
+"""dpbench.figures.style: a colour per label, a line style per guarantee, dashes for non-private curves."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from dpbench.figures.style import (
+    AXIS_LABELS,
+    CLAIM_STYLES,
+    axis_label,
+    claim_line,
+    colours_for,
+    label_order,
+    nonprivate_styles,
+)
+from dpbench.run.metrics import METRICS
+
+
+def test_colours_are_distinct_for_ten_labels_then_cycle():
+    labels = [f"a{i}" for i in range(11)]
+    colours = colours_for(labels)
+    assert len(set(colours[label] for label in labels[:10])) == 10
+    assert colours["a10"] == colours["a0"]
+
+
+def test_labels_follow_the_spec_then_the_table_once_each_and_only_those_drawn():
+    part = pd.DataFrame({"label": ["c", "b", "c", "x"]})
+    assert label_order(part, ["b", "absent", "c"]) == ["b", "c", "x"]
+    assert label_order(part, None) == ["c", "b", "x"]
+
+
+def test_one_nonprivate_curve_is_plain_dashed_several_get_their_own_markers():
+    one = pd.DataFrame({"label": ["dp", "gd"], "epsilon": [1.0, None]})
+    assert nonprivate_styles(one, ["dp", "gd"]) == {"gd": {"linestyle": "--", "linewidth": 1.5, "zorder": 2.2}}
+    two = pd.DataFrame({"label": ["dp", "gd", "gd mb"], "epsilon": [1.0, None, None]})
+    styles = nonprivate_styles(two, ["dp", "gd", "gd mb"])
+    assert set(styles) == {"gd", "gd mb"}
+    assert styles["gd"]["marker"] != styles["gd mb"]["marker"]
+    # the first is wider and drawn below, so the second stays visible where they coincide
+    assert styles["gd"]["linewidth"] > styles["gd mb"]["linewidth"]
+    assert styles["gd"]["zorder"] < styles["gd mb"]["zorder"]
+
+
+def test_claim_line_styles_markers_and_names_by_guarantee():
+    valid = pd.DataFrame({"label": ["A"], "dp_claim": ["valid"]})
+    kwargs, name = claim_line(valid, "o", "red")
+    assert kwargs == {"linestyle": CLAIM_STYLES["valid"][0], "marker": "o", "markerfacecolor": "red"}
+    assert name == "A"
+    per_run = pd.DataFrame({"label": ["A"], "dp_claim": ["valid per run; selection not private (3 candidates)"]})
+    kwargs, name = claim_line(per_run, "o", "red", name="A, ε = 1")
+    assert kwargs["markerfacecolor"] == "white" and name == "A, ε = 1 — selected among 3 (not private)"
+    # over iterations (no marker of its own): sparse open markers only where solid cannot tell it apart
+    assert claim_line(valid, None, "red")[0] == {"linestyle": "-"}
+    assert claim_line(per_run, None, "red")[0] == {"linestyle": "-", "marker": "o", "markevery": 0.1,
+                                                   "markerfacecolor": "white"}
+    none = pd.DataFrame({"label": ["A"], "dp_claim": ["none"]})
+    assert claim_line(none, None, "red") == ({"linestyle": ":"}, "A — ε not certified")
+
+
+def test_axis_labels_fall_back_to_the_metric_description_then_its_name(monkeypatch):
+    assert axis_label("accuracy") == AXIS_LABELS["accuracy"]
+    monkeypatch.setitem(METRICS, "plugin_metric", ("what a plugin measures",))
+    assert axis_label("plugin_metric") == "what a plugin measures"
+    assert axis_label("no_such_metric") == "no_such_metric"
