@@ -1,10 +1,13 @@
 """Shared fixtures: where the offline UCI files are, and tiny experiment specs.
 
-The test process runs cells like `dpbench` does (dpbench/cli.py: `main`): one BLAS thread. The
-variables must be set before numpy loads OpenBLAS, which is why this comes first. Without it
+The test process runs cells like `dpbench` does (dpbench.cli.blas_threads): one BLAS thread. The
+variables must be set before numpy loads OpenBLAS, which is why this comes first. Otherwise
 OpenBLAS spreads the small matrix products of the tests over every core and spends most of its
-time synchronising (measured: test_pidp, test_audit, test_models and friends 27 s -> 12 s on 2
-idle cores, far worse on a loaded machine). An explicit setting in the environment still wins.
+time synchronising: the algorithm, audit and model tests take about twice as long on 2 idle
+cores, far longer on a loaded machine. An explicit setting in the environment still wins.
+
+Markers (pyproject.toml, [tool.pytest.ini_options]): `slow` (paper-scale, left out of `make
+test`), `browser` (headless Chromium), `cross_cpu` (child processes under other CPU kernels).
 """
 
 from __future__ import annotations

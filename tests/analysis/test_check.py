@@ -72,6 +72,7 @@ def checkme(tmp_path_factory, data_dir):
     return path, exp, folder / "results"
 
 
+@pytest.mark.cross_cpu  # check --update measures the float envelope under check.FLOAT_VARIANTS
 def test_a_10_percent_noise_edit_fails_the_check(checkme, data_dir, monkeypatch):
     spec, _, results = checkme
     args = ["check", str(spec), "--results", str(results), "--data", str(data_dir),

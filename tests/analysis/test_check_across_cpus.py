@@ -51,6 +51,7 @@ def _tail(done: subprocess.CompletedProcess) -> str:
     return "\n".join((done.stdout + done.stderr).strip().splitlines()[-25:])
 
 
+@pytest.mark.cross_cpu
 def test_exposed_numerics_tests_pass_under_other_cpu_kernels():
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/algorithms/test_pidp.py", "tests/algorithms/test_kernels.py"],
@@ -59,6 +60,7 @@ def test_exposed_numerics_tests_pass_under_other_cpu_kernels():
     assert " passed" in done.stdout
 
 
+@pytest.mark.cross_cpu
 def test_check_passes_under_other_cpu_kernels(tmp_path, data_dir):
     spec = tmp_path / "portable.yaml"
     spec.write_text(SENSITIVE_SPEC)

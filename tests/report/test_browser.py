@@ -20,6 +20,8 @@ import pytest
 from dpbench.report import site as report
 from dpbench.spec.experiment import load
 
+pytestmark = pytest.mark.browser
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 INSTALL = "apt-get install chromium chromium-driver (Debian/Ubuntu), and pip install -e '.[test]' for selenium"
