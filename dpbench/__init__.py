@@ -15,8 +15,8 @@ pyproject.toml, checked by `make test`):
     core         errors, registry, keys, ledger, store, jit, validation
 
 Flow: experiments/X.yaml -> spec -> cells -> runner -> store -> tables -> figures / claims /
-check / report. Modules that lived at the top level before the layers keep importing under
-their old names with a DeprecationWarning naming the new place (`dpbench.core.moved`).
+check / report. Top-level module names such as `dpbench.ledger` still import, with a
+DeprecationWarning naming the module that holds them (`dpbench.core.moved`).
 """
 
 from dpbench.core import moved as _moved

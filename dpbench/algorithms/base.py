@@ -1,4 +1,4 @@
-"""The Algorithm contract (DESIGN.md, Contracts) and the registry every algorithm joins.
+"""The Algorithm contract and the registry every algorithm joins (docs/contributing.md, Add an algorithm).
 
 An algorithm is `fit(problem, privacy, rng, **hyper) -> Fit`. It knows nothing about files,
 YAML or processes: it gets arrays and a model, a privacy target and a numpy Generator, and

@@ -1,5 +1,5 @@
 """Bolt-on output perturbation of permutation-based SGD (Wu, Li, Kumar, Chaudhuri, Jha, Naughton,
-SIGMOD 2017; paper 000 ref. [44]; ALGORITHMS.md §2).
+SIGMOD 2017; paper 000 ref. [44]; docs/methods/bolt-on.md).
 
 Algorithm (noise-free core `bolt_on_core`, then one noise draw):
   tau = one random permutation of the n training rows (drawn once, reused by every pass);
@@ -7,22 +7,23 @@ Algorithm (noise-free core `bolt_on_core`, then one noise draw):
       theta <- Proj_R(theta - eta_t * [(1/B) sum_{i in batch} grad l(theta; z_i) + lambda theta])
   release theta_T + kappa.
 Only theta_T + kappa is released: no trace of intermediate iterates is recorded (releasing them
-voids the guarantee, §2 caveats).
+voids the guarantee: the proof covers theta_T alone).
 
 Row norms. G = model.lipschitz and beta_s = model.smoothness (1 and 1/4 for logistic regression)
-bound the gradient and its Lipschitz constant only for rows with ||x|| <= 1 (ALGORITHMS §0). When
-the claim rests on them (constants "model") the core runs on `bounded_rows(problem)`: every row x
-becomes x min(1, 1/||x||). The map acts on each record on its own, so data sets that differ in one
-record still differ in (at most) that record, the sensitivity bounds below hold for the projected
-data, and the whole (projection + Bolt-on) keeps the guarantee for arbitrary input rows. The ledger
-records `row_norm_bound` and `rows_projected`. Rows already inside the ball are untouched (all UCI
-sets here: results bit-identical). Nominal-constant models (no claim) run on their rows as given.
+bound the gradient and its Lipschitz constant only for rows with ||x|| <= 1
+(docs/methods/conventions.md, Preprocessing). When the claim rests on them (constants "model") the
+core runs on `bounded_rows(problem)`: every row x becomes x min(1, 1/||x||). The map acts on each
+record on its own, so data sets that differ in one record still differ in (at most) that record, the
+sensitivity bounds below hold for the projected data, and the whole (projection + Bolt-on) keeps the
+guarantee for arbitrary input rows. The ledger records `row_norm_bound` and `rows_projected`. Rows
+already inside the ball are untouched (all UCI sets here: results bit-identical). Nominal-constant
+models (no claim) run on their rows as given.
 
 Sensitivity (replace-one adjacency, the same tau on D and D'): the differing record sits in one
 batch per pass; that step injects at most eta_t ||grad l(z) - grad l(z')|| / B <= 2 L eta_t / B,
 and every gradient step of the convex beta-smooth batch objective is non-expansive for
 eta <= 2/beta (contracts by 1 - eta mu when it is mu-strongly convex and eta <= 1/beta).
-Variants (`variant`), one sensitivity function each, rows of the ALGORITHMS.md §2 table:
+Variants (`variant`), one sensitivity function each (the table of docs/methods/bolt-on.md, Privacy):
   convex                    constant eta <= 2/beta         Delta = 2 k L eta / B
   strongly_convex           eta_t = min(1/beta, 1/(mu t))  Delta = 2 L / (mu B m)
   strongly_convex_constant  constant eta <= 1/beta         Delta = (2 eta L / B)(1 - c^{km})/(1 - c^m), c = 1 - eta mu
@@ -50,7 +51,7 @@ Choices (the paper is silent or we deviate on purpose; all recorded in the ledge
   contraction step of the proof fails, so `plan_bolt_on` raises ValueError (no silent clamp).
   In the `strongly_convex` variant `lr` is the cap: eta_t = min(lr, 1/(mu t)), same Delta.
 * Noise (`noise`): `gaussian` (default) with the analytic Gaussian mechanism (Balle & Wang 2018,
-  ALGORITHMS §12.3; valid for every epsilon, the classical formula is not for eps >= 1); or
+  docs/accounting.md, Analytic Gaussian; valid for every epsilon, the classical formula is not for eps >= 1); or
   `laplace_norm` for pure epsilon-DP, kappa with density ~ exp(-eps ||kappa|| / Delta).
 * Defaults: variant convex, k = 1 pass, B = 50 (dpml-benchmark: "suggested in section 4.3"),
   eta = 1/beta, R = G/lambda, L = G + lambda R, Gaussian noise. `convex` is the default because
@@ -58,10 +59,11 @@ Choices (the paper is silent or we deviate on purpose; all recorded in the ledge
   2L/(mu n) is large (Adult logreg, n = 27,134: Delta = 1.48 against 0.32 for convex); the
   strongly convex variants pay off with a larger training `l2` (e.g. 1e-3: Delta = 0.15).
 * theta_0 = model.init(rng) (data independent; zeros for logistic regression).
-* Models without a Lipschitz/smoothness bound (the MLP, ridge) or non-convex ones: the method
-  still runs with nominal constants G = 1, beta_s = 1/4 (those of the logistic loss) so it can
-  be plotted as [S0] does, but the ledger claim is "none" (ALGORITHMS §0.4, §14.4); the
-  AlgorithmInfo also sets convex_only so the cell runner downgrades any claim on a non-convex model.
+* Models without a Lipschitz/smoothness bound (the MLP, ridge) or non-convex ones: the method still
+  runs with nominal constants G = 1, beta_s = 1/4 (those of the logistic loss) so it can be plotted
+  as paper 000 does, but the ledger claim is "none" (its proof needs convexity:
+  docs/methods/conventions.md, The MLP); the AlgorithmInfo also sets convex_only so the cell runner
+  downgrades any claim on a non-convex model.
 """
 
 from __future__ import annotations
@@ -104,12 +106,11 @@ NOMINAL_SMOOTHNESS = 0.25
 _LR_TOL = 1e-12  # relative slack when comparing a user lr with 2/beta or 1/beta
 
 
-# ---- sensitivities: one function per row of the ALGORITHMS.md §2 table ----------------------
+# ---- sensitivities: one function per variant (docs/methods/bolt-on.md, Privacy) ---------------
 def convex_sensitivity(lipschitz: float, lr: float, epochs: int, batch_size: int) -> float:
     """Delta_2 = 2 k L eta / B: convex, L-Lipschitz, beta-smooth loss, constant eta <= 2/beta.
 
-    ALGORITHMS.md §2 table row "convex | constant eta <= 2/beta_s | 2kL eta/B"
-    (Wu et al. 2017; sunblaze-ucb/dpml-benchmark `algorithms/psgd.py`, lr_type 'constant').
+    Variant `convex` (Wu et al. 2017; sunblaze-ucb/dpml-benchmark `algorithms/psgd.py`, lr_type 'constant').
     Each of the k passes uses the differing record once, injecting <= 2 L eta / B; the other
     steps are non-expansive.
     """
@@ -119,13 +120,12 @@ def convex_sensitivity(lipschitz: float, lr: float, epochs: int, batch_size: int
 def strongly_convex_sensitivity(lipschitz: float, mu: float, batch_size: int, batches_per_pass: int) -> float:
     """Delta_2 = 2 L / (mu B m): mu-strongly convex, eta_t = min(1/beta, 1/(mu t)), t = 1..km.
 
-    ALGORITHMS.md §2 table row "mu-strongly convex | eta_t = min(1/beta_s, 1/(mu t)) | 2L/(mu n)"
-    (Wu et al. 2017; dpml-benchmark `private_strongly_convex_psgd`), with n replaced by the
-    B m rows actually used per pass (= n when B divides n). Proof sketch: by induction
-    delta_t <= (2L/(B mu)) c_t / t, c_t = occurrences of the differing record up to step t (while
-    eta_t = 1/beta, i.e. t <= beta/mu, simply delta_t <= 2L c_t/(B beta) <= 2L c_t/(B mu t);
-    afterwards delta_t <= (1 - 1/t) delta_{t-1} + 2L o_t/(B mu t)); at T = k m, c_T = k.
-    Independent of k and B (TF-Privacy's extra 1/B is not supported by this derivation).
+    Variant `strongly_convex` (Wu et al. 2017 and dpml-benchmark `private_strongly_convex_psgd`: 2L/(mu n)),
+    with n replaced by the B m rows actually used per pass (= n when B divides n). Proof sketch: by
+    induction delta_t <= (2L/(B mu)) c_t / t, c_t = occurrences of the differing record up to step t
+    (while eta_t = 1/beta, i.e. t <= beta/mu, simply delta_t <= 2L c_t/(B beta) <= 2L c_t/(B mu t);
+    afterwards delta_t <= (1 - 1/t) delta_{t-1} + 2L o_t/(B mu t)); at T = k m, c_T = k. Independent
+    of k and B (TF-Privacy's extra 1/B is not supported by this derivation).
     """
     return 2.0 * lipschitz / (mu * batch_size * batches_per_pass)
 
@@ -134,11 +134,10 @@ def strongly_convex_constant_sensitivity(lipschitz: float, mu: float, lr: float,
                                          batches_per_pass: int) -> float:
     """Delta_2 = (2 eta L / B) sum_{j<k} c^{j m} = (2 eta L / B)(1 - c^{km})/(1 - c^m), c = 1 - eta mu.
 
-    ALGORITHMS.md §2 table row "mu-strongly convex | constant eta <= 1/beta_s |
-    (2 eta L/B)/(1 - (1 - eta mu)^{n/B})" [D]: that is this bound's k -> infinity limit; the
-    finite-k sum is the exact worst case (differing record in the last batch of every pass, each
-    injection of 2 eta L / B then contracted by c per later step), and is <= both that limit and
-    the convex bound 2 k L eta / B.
+    Variant `strongly_convex_constant`: the bound (2 eta L/B)/(1 - (1 - eta mu)^{n/B}) of
+    docs/methods/bolt-on.md is this bound's k -> infinity limit; the finite-k sum is the exact worst
+    case (differing record in the last batch of every pass, each injection of 2 eta L / B then
+    contracted by c per later step), and is <= both that limit and the convex bound 2 k L eta / B.
     """
     if mu * lr >= 1.0:
         return 2.0 * lr * lipschitz / batch_size  # c = 0: only the last injection survives
@@ -251,7 +250,7 @@ def bolt_on_core(model: Model, X: np.ndarray, y: np.ndarray, perm: np.ndarray, p
 
 @algorithm("bolt_on", title="Bolt-on: output perturbation of permutation-based projected SGD (convex losses only)",
            citation="Wu, Li, Kumar, Chaudhuri, Jha, Naughton, Bolt-on Differential Privacy for Scalable "
-                    "Stochastic Gradient Descent-based Analytics, SIGMOD 2017; paper 000 ref. [44]; ALGORITHMS.md §2",
+                    "Stochastic Gradient Descent-based Analytics, SIGMOD 2017; paper 000 ref. [44]",
            private=True, convex_only=True)
 def fit_bolt_on(
     problem: Problem,
@@ -261,7 +260,7 @@ def fit_bolt_on(
     variant: Annotated[str, Param(
         "step-size rule and matching sensitivity: convex (constant eta, Delta = 2kL eta/B), "
         "strongly_convex (eta_t = min(lr, 1/(mu t)), Delta = 2L/(mu n)), strongly_convex_constant",
-        choices=VARIANTS, paper="Wu et al. 2017; ALGORITHMS.md §2")] = "convex",
+        choices=VARIANTS, paper="Wu et al. 2017")] = "convex",
     epochs: Annotated[int, Param("passes k over one fixed random permutation", minimum=1, maximum=MAX_EPOCHS)] = 1,
     batch_size: Annotated[int, Param("mini-batch size B (floor(n/B) batches per pass; the rest unused)",
                                      minimum=1)] = 50,

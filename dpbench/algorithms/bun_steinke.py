@@ -1,5 +1,8 @@
-"""Heavy-tailed DP-SCO with known mean range: [S4] Algorithm 3 (Wang, Xiao, Devadas, Xu, ICML 2020;
-paper 004; ALGORITHMS.md §10.2, §10.3), registered as ``ht_bun_steinke``.
+"""Heavy-tailed DP-SCO with known mean range: [S4] Algorithm 3, registered as ``ht_bun_steinke``.
+
+[S4] = paper 004 (Wang, Xiao, Devadas, Xu, ICML 2020), Algorithms 2-3, Theorems 3-5, with the
+trimmed-mean estimator of Bun & Steinke 2019 (docs/methods/heavy-tailed.md, Bun-Steinke trimmed mean
+and Algorithm 3).
 
 Algorithm (projected gradient descent with a private per-coordinate mean of the gradients):
     w^0 = model.init(rng) (zeros for the linear models: data independent);
@@ -12,20 +15,20 @@ mu^ + (S/s) sinh(Y), s = eps_c/4, t = eps_c^2/16. The model's L2 term is data in
 added after the private estimate (post-processing; the Model convention of dpbench.models.base).
 
 Two variants (`variant`):
-* "corrected" (default; claim "valid"): data clamped to [a, b] before trimming; S = the O(n) t-smooth
-  bound S^ of ALGORITHMS §10.2 (both terms divided by n - 2m); eps_c = eps~/sqrt(dT) with
-  eps~ = sqrt(2 ln(1/delta) + 2 eps) - sqrt(2 ln(1/delta)). Each of the d T mean estimates is
-  (1/2) eps_c^2-CDP (replace-one), they compose to rho = d T eps_c^2 / 2 = eps~^2/2 zCDP, and
-  zcdp_to_dp(rho, delta) = eps exactly (the ledger recomputes it from the eps_c actually used).
+* "corrected" (default; claim "valid"): data clamped to [a, b] before trimming; S = the O(n)
+  t-smooth bound S^ of `smooth_sensitivity.trimmed_mean_smooth_sensitivity` (both terms divided
+  by n - 2m); eps_c = eps~/sqrt(dT) with eps~ = sqrt(2 ln(1/delta) + 2 eps) - sqrt(2 ln(1/delta)).
+  Each of the d T mean estimates is (1/2) eps_c^2-CDP (replace-one), they compose to
+  rho = d T eps_c^2 / 2 = eps~^2/2 zCDP, and zcdp_to_dp(rho, delta) = eps exactly (the ledger
+  recomputes it from the eps_c actually used).
 * "printed" (claim "paper-only"): [S4] Alg. 2/3 exactly as printed -- unclamped data, the scale
-  max{(x_(n) - x_(1))/(n-2m), e^{-mt}(b - a)}, eps_c = eps/sqrt(dT). Three defects (ALGORITHMS
-  §10.2, §14.5), listed in the ledger's claim_reason: (1) the scale is not t-smooth on unbounded
-  data (one record at 1e6 multiplies it by ~500 >> e^t), so the noise scale itself leaks and no DP
-  guarantee follows; (2) its second term lacks 1/(n-2m), so the noise does not shrink with n;
-  (3) eps instead of eps~: even with a smooth scale the composition gives
-  eps^2/2 + eps sqrt(2 ln(1/delta)) > eps. epsilon_spent is left empty (no accountant covers a
-  non-smooth scale); the ledger records `zcdp_epsilon_if_smooth`, what the corrected accounting
-  would say for the eps_c used.
+  max{(x_(n) - x_(1))/(n-2m), e^{-mt}(b - a)}, eps_c = eps/sqrt(dT). Three defects, listed in the
+  ledger's claim_reason: (1) the scale is not t-smooth on unbounded data (one record at 1e6
+  multiplies it by ~500 >> e^t), so the noise scale itself leaks and no DP guarantee follows;
+  (2) its second term lacks 1/(n-2m), so the noise does not shrink with n; (3) eps instead of
+  eps~: even with a smooth scale the composition gives eps^2/2 + eps sqrt(2 ln(1/delta)) > eps.
+  epsilon_spent is left empty (no accountant covers a non-smooth scale); the ledger records
+  `zcdp_epsilon_if_smooth`, what the corrected accounting would say for the eps_c used.
 
 Minibatches (`batch_size` = B): each step uses B rows drawn uniformly without replacement, and the
 estimator runs on those B rows (n -> B in the smooth sensitivity). No amplification by sampling is
@@ -74,13 +77,13 @@ Choices the paper leaves open (all in the ledger):
   step and after the last one (the cell layer evaluates them; this module never sees test data).
 
 Cost: per step one (B, d) per-example gradient matrix and an O(B) partial sort per column
-(np.partition; only the m smallest and largest values are needed). Measured on the 2-core box while
-another job kept both cores busy (load ~3), d = 10, T = 50, one BLAS thread: 0.27-0.29 s per fit with
-60,000 training rows and 0.8-1.2 s with 100,000 (per_example_grads ~10%, the mean estimator ~70%;
-a full np.sort per step instead would cost 1.6 s / 2.5 s for the sorts alone). With the default
-trim m = 1 the extremes are a column min, max and sum instead (no transposed copy, no partition):
-ridge on Adult (27,134 x 105, T = 50) went from 1.4 s to 0.57 s per fit, half of it now
-per_example_grads. Memory: the (B, p) matrix is refused above MAX_U_FLOATS (2 GiB).
+(np.partition; only the m smallest and largest values are needed). Measured on 2 busy cores, d = 10,
+T = 50, one BLAS thread: 0.27-0.29 s per fit with 60,000 training rows and 0.8-1.2 s with 100,000
+(per_example_grads ~10%, the mean estimator ~70%; a full np.sort per step would cost 1.6 s / 2.5 s
+for the sorts alone). With the default trim m = 1 the extremes are a column min, max and sum
+instead (no transposed copy, no partition): ridge on Adult (27,134 x 105, T = 50) takes 0.57 s per
+fit against 1.4 s with the partition, half of it in per_example_grads. Memory: the (B, p) matrix
+is refused above MAX_U_FLOATS (2 GiB).
 """
 
 from __future__ import annotations
@@ -131,8 +134,7 @@ PRINTED_DEFECTS = (
 @algorithm(NAME, title="Heavy-tailed DP-SCO with known mean range: GD with Bun-Steinke smooth-sensitivity trimmed "
                       "means ([S4] Alg. 3)",
            citation="Wang, Xiao, Devadas, Xu, On Differentially Private Stochastic Convex Optimization with "
-                    "Heavy-tailed Data, ICML 2020 (paper 004) Algorithms 2-3, Theorems 3-5; Bun & Steinke 2019; "
-                    "ALGORITHMS.md §10.2-§10.3",
+                    "Heavy-tailed Data, ICML 2020 (paper 004) Algorithms 2-3, Theorems 3-5; Bun & Steinke 2019",
            private=True, updates=True)
 def fit_bun_steinke(
     problem: Problem,

@@ -1,5 +1,5 @@
 """DP-LSSGD: DP-SGD with Laplacian smoothing of the noisy gradient (Wang, Gu, Boedihardjo,
-Barekat, Osher 2019, arXiv:1906.12056; paper 000 ref. [39]; ALGORITHMS.md §3).
+Barekat, Osher 2019, arXiv:1906.12056; paper 000 ref. [39]; docs/methods/dp-lssgd.md).
 
 Per step, exactly DP-SGD's noisy gradient (`dpsgd`, `sgd.run_sgd`): Poisson sampling at rate
 q = B/n, per-example clipping to C, N(0, (zC)^2 I) added to the clipped sum, division by the
@@ -107,7 +107,7 @@ def smoother(model: Model, sigma: float) -> Callable[[np.ndarray], np.ndarray]:
 
 @algorithm("dp_lssgd", title="DP-LSSGD: DP-SGD with Laplacian smoothing of the noisy gradient",
            citation="Wang, Gu, Boedihardjo, Barekat, Osher, DP-LSSGD: A Stochastic Optimization Method to Lift "
-                    "the Utility in Privacy-Preserving ERM, arXiv:1906.12056 (2019); paper 000 ref. [39]; ALGORITHMS.md §3",
+                    "the Utility in Privacy-Preserving ERM, arXiv:1906.12056 (2019); paper 000 ref. [39]",
            private=True, updates=True)
 def fit_dp_lssgd(
     problem: Problem,

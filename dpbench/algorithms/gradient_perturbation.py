@@ -1,13 +1,12 @@
 """The two gradient-perturbation baselines of [S3] (paper 003) §6: BST14 noisy SGD and WYX17 DP-GD.
 
-[S3] §6 (paper 003, lines 333, 339-341, 349) compares input perturbation with "the gradient
-perturbation methods proposed in [4] and [43] (without DP-SVRG)", i.e. Bassily, Smith, Thakurta
-(FOCS 2014) and Wang, Ye, Xu (NeurIPS 2017); [S3] Table 1 (lines 108, 111) gives their noise
-bounds. [S3] reports that [4]'s accuracy and optimality gap "fluctuate sharply" because of its
-large noise (line 339). Both algorithms are registered here:
+[S3] §6 compares input perturbation with "the gradient perturbation methods proposed in [4] and
+[43] (without DP-SVRG)", i.e. Bassily, Smith, Thakurta (FOCS 2014) and Wang, Ye, Xu (NeurIPS
+2017); [S3] Table 1 gives their noise bounds. [S3] §6 reports that [4]'s accuracy and optimality
+gap "fluctuate sharply" because of its large noise. Both algorithms are registered here:
 
-``noisy_sgd_bst14`` -- BST14 Alg. 1, ALGORITHMS.md §8
----------------------------------------------------
+``noisy_sgd_bst14`` -- BST14 Alg. 1 (docs/methods/gradient-perturbation.md, BST14)
+--------------------------------------------------------------------------------
 Averaged-gradient form, for t = 1..T:
     d_t ~ Uniform(D) (one example, *with* replacement)
     theta_{t+1} = Proj_C(theta_t - eta_t [clip(grad l(theta_t; d_t), G) + grad reg(theta_t) + b_t]),
@@ -15,26 +14,26 @@ Averaged-gradient form, for t = 1..T:
                                     = sqrt(32 G^2 log(n/delta) log(1/delta)) / eps,
 returning theta_{T+1}. BST14's objective is the *sum* sum_i l(theta; d_i) with the step
 theta - eta(t) [n grad l(theta; d) + b_t^sum], b^sum ~ N(0, sigma_sum^2 I),
-sigma_sum^2 = 32 G^2 n^2 log(n/delta) log(1/delta)/eps^2 (§8 step 1); writing
+sigma_sum^2 = 32 G^2 n^2 log(n/delta) log(1/delta)/eps^2 (BST14 Alg. 1 line 1); writing
 n grad l + b^sum = n (grad l + b^sum/n) gives the averaged form with sigma = sigma_sum/n and
 eta' = n eta (the two produce identical iterates).
 
 Step sizes (`lr_schedule`), derived from the sum form:
-* "bst14_convex" (§8 "convex eta(t) = ||C||_2 / sqrt(t (n^2 G^2 + p sigma_sum^2))"):
+* "bst14_convex" (BST14's convex step size eta(t) = ||C||_2 / sqrt(t (n^2 G^2 + p sigma_sum^2))):
       eta'(t) = n eta(t) = n ||C|| / sqrt(t (n^2 G^2 + p n^2 sigma^2)) = ||C|| / sqrt(t (G^2 + p sigma^2)).
-  We take ||C|| = `radius` r (as the brief for this module specifies). BST14 may define ||C||_2
-  as the L2 *diameter* (= 2r for a ball); §8 is tagged [M] and the paper's text was not
-  available, so this factor of 2 is unverified (recorded as ledger `step_size_formula`).
+  We take ||C|| = `radius` r. BST14 may define ||C||_2 as the L2 *diameter* (= 2r for a ball);
+  that factor of 2 is not checked against the BST14 text (the ledger's `step_size_formula`
+  records the formula used).
   G in the denominator bounds the per-example gradient of the *regularised* loss on C:
   G_step = G + l2 r (data part clipped to G, regulariser l2 ||theta|| <= l2 r).
-* "bst14_strongly_convex" (§8 "eta(t) = 1/(Delta_sum t)", Delta_sum = n mu the strong convexity
+* "bst14_strongly_convex" (BST14's eta(t) = 1/(Delta_sum t), Delta_sum = n mu the strong convexity
   of the sum): eta'(t) = n / (n mu t) = 1 / (mu t), mu = model.l2 (strong convexity of the
   averaged regularised objective; requires l2 > 0).
 * "constant": eta_t = `lr` (tune on validation data).
 
-Constants: G = `clip_norm` if set, else model.lipschitz (logreg: 1, for rows with ||x|| <= 1),
-else 1.0 (MLP, ridge: no global bound, ALGORITHMS.md §0.4). Per-example gradients are always
-clipped to G: a no-op when G is a true bound, and what makes the sensitivity hold otherwise.
+Constants: G = `clip_norm` if set, else model.lipschitz (logreg: 1, for rows with ||x|| <= 1), else
+1.0 (MLP, ridge: no global bound; docs/methods/conventions.md, The MLP). Per-example gradients are
+always clipped to G: a no-op when G is a true bound, and what makes the sensitivity hold otherwise.
 Projection radius r = `radius`, default G / l2 when l2 > 0 (the regularised minimiser satisfies
 l2 theta* = -mean grad l, so ||theta*|| <= G / l2: the ball contains it); no projection when
 l2 = 0 and no radius is given (then "bst14_convex" is refused: it needs ||C||).
@@ -44,11 +43,11 @@ T = `steps` (default 2000; null = n^2, feasible for Iris / Breast Cancer / Credi
 *same* per-step noise sigma: the first T steps of a mechanism that is (eps, delta)-DP after n^2
 adaptively composed steps are a post-processing of it (drop the remaining outputs; or note that
 advanced composition of fewer steps gives a smaller bound), so the truncated run is still
-(eps, delta)-DP. This is the only feasible reading (ALGORITHMS.md §8) and the one under which
+(eps, delta)-DP. This is the only feasible reading and the one under which
 [S3]'s "fluctuates sharply" is reproducible. A `steps` above n^2 is clamped to n^2 (BST14's
 theorem covers at most n^2 steps); ledger `steps_paper` = n^2, `steps_run`, `steps_requested`.
 
-Privacy ledger: claim "valid" by BST14's privacy theorem ([M]; replace-one adjacency; each step a
+Privacy ledger: claim "valid" by BST14's privacy theorem (replace-one adjacency; each step a
 Gaussian mechanism with sensitivity 2G on the one-example gradient, amplified by sampling rate
 1/n, advanced composition over n^2 steps): epsilon_spent["bst14_theorem"] = eps. For comparison
 the ledger also reports what a modern accountant says the *same noise* buys: noise multiplier
@@ -65,19 +64,21 @@ update (generalised linear models); other models call ``model.clipped_grad_sum``
 Chunks are shrunk so a noise block holds at most 2^22 floats (32 MB) for large p (the MLP).
 With zero noise, chunking does not change the result (index draws are chunk invariant).
 
-``dp_gd`` -- Wang, Ye, Xu 2017 full-batch DP-GD (without DP-SVRG), ALGORITHMS.md §9
----------------------------------------------------------------------------------
+``dp_gd`` -- Wang, Ye, Xu 2017 full-batch DP-GD, without DP-SVRG (docs/methods/gradient-perturbation.md, WYX17)
+----------------------------------------------------------------------------------------------------------
     theta_{t+1} = Proj_C(theta_t - eta [(1/n) sum_i clip(grad l(theta_t; z_i), C) + b_t] - eta grad reg(theta_t)),
     b_t ~ N(0, s^2 I_p), t = 1..T, output theta_{T+1}.
-Calibration "gdp" (default, §9 "Calibration in dpbench", §12.2): replace-one sensitivity of the
-clipped mean gradient Delta = 2C/n; T adaptively composed Gaussian steps are exactly
-mu-GDP with mu = sqrt(T) Delta / s; s = ``gaussian_composition_sigma(eps, delta, T, 2C/n)``.
+Calibration "gdp" (default; Dong, Roth, Su 2019; docs/accounting.md, Full-batch Gaussian
+composition): replace-one sensitivity of the clipped mean gradient Delta = 2C/n; T adaptively
+composed Gaussian steps are exactly mu-GDP with mu = sqrt(T) Delta / s;
+s = ``gaussian_composition_sigma(eps, delta, T, 2C/n)``.
 Calibration "paper": s^2 = c C^2 T log(1/delta) / (n^2 eps^2) ([S3] Table 1 row "[43]
 (traditional)", constant c unspecified, default 1); the ledger then reports
 ``gaussian_epsilon(s, delta, 2C/n, T)`` and the claim is "valid" only if that is within the
-target ("paper-only" otherwise; at c = 1 it is not, §9 measures c ~ 4.8 at T = 10, eps = 1).
+target ("paper-only" otherwise; at c = 1 it is not: the exact calibration corresponds to c ~ 4.8
+at T = 10, eps = 1, delta = 1e-5).
 C = `clip_norm`, default model.lipschitz, else 1.0; clipping bounds the sensitivity for any
-model, so the claim holds for the MLP too. `lr` default 1.0 (§9 suggests 1/beta_s, ~4 for
+model, so the claim holds for the MLP too. `lr` default 1.0 (1/beta_s would be 4 for
 logreg; tune it); `radius` default none (no projection). The clipped sum comes from
 ``model.clipped_grad_sum`` (no n x p matrix).
 """
@@ -263,7 +264,7 @@ def bst14_core(
 @algorithm("noisy_sgd_bst14",
            title="BST14 noisy SGD: one example per step, Gaussian gradient noise, projection (truncated to T steps)",
            citation="Bassily, Smith, Thakurta, Private ERM: efficient algorithms and tight error bounds, FOCS 2014 "
-                    "(Alg. 1); paper 003 ref. [4], Table 1; ALGORITHMS.md §8",
+                    "(Alg. 1); paper 003 ref. [4], Table 1",
            private=True, updates=True)
 def fit_noisy_sgd_bst14(
     problem: Problem,
@@ -275,7 +276,7 @@ def fit_noisy_sgd_bst14(
                                        paper="BST14 Alg. 1 (T = n^2)")] = 2000,
     lr_schedule: Annotated[str, Param(
         "bst14_convex: radius/sqrt(t((G+l2 r)^2 + p sigma^2)); bst14_strongly_convex: 1/(l2 t); constant: lr",
-        choices=BST14_SCHEDULES, paper="BST14 Alg. 1; ALGORITHMS.md §8")] = "bst14_convex",
+        choices=BST14_SCHEDULES, paper="BST14 Alg. 1")] = "bst14_convex",
     lr: Annotated[float, Param("step size of lr_schedule constant (tune on validation data)",
                                minimum=0, exclusive_minimum=True)] = 0.01,
     radius: Annotated[float | None, Param("projection radius r (none: G/l2 if l2 > 0, else no projection)",
@@ -395,7 +396,7 @@ def dp_gd_noise(epsilon: float, delta: float, *, steps: int, clip_norm: float, n
 @algorithm("dp_gd",
            title="Full-batch DP-GD (Wang, Ye, Xu 2017, without DP-SVRG): clipped mean gradient + Gaussian noise",
            citation="Wang, Ye, Xu, Differentially private ERM revisited: faster and more general, NeurIPS 2017; "
-                    "paper 003 ref. [43] (traditional), Table 1; ALGORITHMS.md §9, §12.2",
+                    "paper 003 ref. [43] (traditional), Table 1; Dong, Roth, Su 2019 (Gaussian DP)",
            private=True, updates=True)
 def fit_dp_gd(
     problem: Problem,

@@ -1,10 +1,10 @@
-"""Input perturbation ([S3] = paper 003, Kang et al., Algorithm 1; ALGORITHMS.md §5).
+"""Input perturbation ([S3] = paper 003, Kang et al., Algorithm 1; docs/methods/input-perturbation.md).
 
 Algorithm ([S3] Alg. 1, lines 2-9):
   draw z ~ N(0, sigma^2 I_d) once; x_i <- x_i + z for every training row ("perturbed data");
   for t = 0..T-1: theta <- theta - lr * grad L_hat(theta), L_hat = mean loss on the perturbed data;
   return theta_T.
-Line 7 writes alpha (1/n) sum_i grad L_hat -- a typo, L_hat is already an average (ALGORITHMS §5);
+Line 7 writes alpha (1/n) sum_i grad L_hat -- a typo, L_hat is already an average;
 we take one step along grad L_hat = `model.grad(theta, X + z, y)`, which includes the model's own
 L2 term (l2/2)||theta||^2 (the objective of [S3] eq. (8) is the model's regularised loss).
 
@@ -17,7 +17,7 @@ Choices (the paper is silent or ambiguous; all recorded in the ledger):
   "z ~ R^d, each element ~ N(0, sigma^2)", and every equation of the proof ((14)-(18)) uses the
   same z for all i, so this is the faithful reading. "per_example" = an independent z_i per row,
   the reading the paper's "local protection" narrative needs. Either way z is drawn once, never
-  per iteration. (ALGORITHMS §5 calls the second option `per_instance`.)
+  per iteration.
 * `theorem`: "strongly_convex" (default) takes Delta = the model's l2, the only strong convexity a
   GLM loss has (its per-example Hessian is rank one). With the default l2 = 1e-4, sqrt(Delta) =
   0.01 makes sigma^2 100x (sigma 10x) larger than under "pl"; l2 = 0 is rejected for this theorem.
@@ -34,14 +34,15 @@ Choices (the paper is silent or ambiguous; all recorded in the ledger):
   does). Under this method's (claimed) guarantee only theta_T is released; the trace is diagnostic.
 
 Privacy: claim is ALWAYS "paper-only" and epsilon_spent is empty -- no accountant covers this
-mechanism and we do not invent a number. ALGORITHMS.md §5 and §14.3: the proof composes T
-Gaussian mechanisms with the moments accountant although z is drawn once and reused by all T steps;
-it treats the full-batch gradient as Gaussian in z with a scalar variance C sigma^2, where C is a
-signed data-dependent scalar that -> 0 as training converges ("seen as a constant", eq. (28)), so
-the constant c silently absorbs a diverging factor; and with shared noise an intercept absorbs z
-at the optimum, making the weights a deterministic function of the data (epsilon = infinity at
-convergence). The per-example reading has about sqrt(n) too little noise. On the MLP the premises
-(G-Lipschitz, strongly convex or PL) do not hold either.
+mechanism and we do not invent a number ([S3] Theorems 1 and 3 do not hold;
+docs/methods/input-perturbation.md, Privacy): the proof composes T Gaussian mechanisms with the
+moments accountant although z is drawn once and reused by all T steps; it treats the full-batch
+gradient as Gaussian in z with a scalar variance C sigma^2, where C is a signed data-dependent
+scalar that -> 0 as training converges ("seen as a constant", eq. (28)), so the constant c silently
+absorbs a diverging factor; and with shared noise an intercept absorbs z at the optimum, making the
+weights a deterministic function of the data (epsilon = infinity at convergence). The per-example
+reading has about sqrt(n) too little noise. On the MLP the premises (G-Lipschitz, strongly convex or
+PL) do not hold either.
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ def input_perturbation_sigma(model: Model, n: int, privacy: PrivacyTarget, *, ep
            title="Input perturbation: Gaussian noise on the features once, then full-batch GD ([S3] Alg. 1; "
                  "paper-only claim)",
            citation="Kang et al., Input Perturbation: A New Paradigm between Central and Local Differential Privacy "
-                    "(paper 003, Algorithm 1, Theorems 1 and 3); ALGORITHMS.md §5, §14.3",
+                    "(paper 003, Algorithm 1, Theorems 1 and 3)",
            private=True)
 def fit_input_perturbation(
     problem: Problem,

@@ -1,7 +1,7 @@
 """Non-private baselines: the exact empirical minimiser (L-BFGS) and plain minibatch SGD.
 
 `minimize_empirical_risk` gives theta* and L* = L_ref(theta*) for optimality gaps
-(ALGORITHMS.md §0.2): L-BFGS with a tight gradient tolerance, then Newton steps with
+(docs/methods/conventions.md, Optimality gap): L-BFGS with a tight gradient tolerance, then Newton steps with
 backtracking for convex models whose Hessian is small (accept when ||grad|| <= 1e-10). For a
 non-convex model (the MLP) L* is only an estimate: the best of `restarts` L-BFGS runs from
 random initialisations (curves.py further takes the minimum with every trained model's loss

@@ -1,14 +1,14 @@
-"""Objective perturbation, Gaussian version (Kifer, Smith, Thakurta, COLT 2012; ALGORITHMS.md §6).
+"""Objective perturbation, Gaussian version (Kifer, Smith, Thakurta, COLT 2012, Algorithm 1;
+docs/methods/objective-perturbation.md): the exact minimiser of a randomly tilted, regularised objective.
 
-Algorithm (KST12 Algorithm 1 as given in ALGORITHMS §6; the KST12 text itself is tagged [M] there),
-calibrated at an internal epsilon eps_int < eps (see "Adjacency and the epsilon" below):
+Algorithm (KST12 Algorithm 1), calibrated at an internal epsilon eps_int < eps (see "Adjacency and the epsilon" below):
   0. rows projected onto ||x|| <= 1 (`bounded_rows`, when the claim uses the model's constants);
   1. Delta = 2 lambda_H / eps_int                     (`kst_regulariser`, taken with equality)
   2. b ~ N(0, beta I_p), beta = zeta^2 (8 log(2/delta) + 4 eps_int) / eps_int^2   (`kst_objective_variance`)
   3. theta_priv = argmin_theta J(theta),
      J(theta) = (1/n) sum_i l(theta; z_i) + (Delta/(2n)) ||theta||^2 + (1/n) b^T theta + (l2/2) ||theta||^2.
 The last term is the model's own L2 term: it is kept so that J differs from the reference
-objective L_ref (ALGORITHMS §0.2) only by KST's two terms. In the sum form
+objective L_ref (docs/methods/conventions.md, Optimality gap) only by KST's two terms. In the sum form
     n J(theta) = sum_i l(theta; z_i) + (Lambda/2) ||theta||^2 + b^T theta,   Lambda = Delta + n l2,
 its weight n l2 depends on n; with n fixed and public (replace-one adjacency, below) it is the same
 on D and D' and only adds strong convexity (Lambda >= Delta). C = R^p (no constraint set).
@@ -18,20 +18,21 @@ Conditions of the theorem (checked; the claim is "valid" only if all hold):
       l = phi(<theta, x>; y), Hessian phi'' x x^T, gradient phi' x) -- logistic and ridge regression here;
   (b) zeta = model.lipschitz bounds ||grad l||, lambda_H = model.smoothness bounds the Hessian
       eigenvalues (logistic regression: 1 and 1/4 -- for rows with ||x|| <= 1 only, hence step 0);
-  (c) theta_priv is the EXACT minimiser (ALGORITHMS §6 caveat i): we accept ||grad J|| <= 1e-8.
+  (c) theta_priv is the EXACT minimiser (KST12's proof inverts the first-order condition of the
+      minimiser): we accept ||grad J|| <= 1e-8.
 Models without (a)/(b) (the MLP: non-convex, Hessian rank > 1, no global bounds; ridge: no zeta)
 run with the nominal constants zeta = 1, lambda_H = 1/4 (those of the logistic loss) on their rows
-as given, so they can be plotted as [S3] does, with claim "none". When (c) fails the claim is
+as given, so they can be plotted as paper 003 does, with claim "none". When (c) fails the claim is
 "paper-only". epsilon_spent is {"kst12_theorem": eps_int + log(1 + eps_int/2)} only when the claim
 is valid: the number the argument below proves, not an accountant's.
 
-Row norms (step 0). zeta = 1 and lambda_H = 1/4 hold for the logistic loss only on rows with
-||x|| <= 1 (ALGORITHMS §0). When the claim rests on the model's constants the mechanism runs on
-`bounded_rows(problem)`: each row x becomes x min(1, 1/||x||), a map applied to each record on its
-own, so data sets that differ in one record still differ in (at most) that record, and the argument
-below applies to the projected data, hence to the composition. The ledger records
-`row_norm_bound` and `rows_projected`. Data already inside the ball (every UCI set here) is not
-touched, and the results are bit-identical to running without step 0.
+Row norms (step 0). zeta = 1 and lambda_H = 1/4 hold for the logistic loss only on rows with ||x||
+<= 1 (docs/methods/conventions.md, Preprocessing). When the claim rests on the model's constants the
+mechanism runs on `bounded_rows(problem)`: each row x becomes x min(1, 1/||x||), a map applied to
+each record on its own, so data sets that differ in one record still differ in (at most) that
+record, and the argument below applies to the projected data, hence to the composition. The ledger
+records `row_norm_bound` and `rows_projected`. Data already inside the ball (every UCI set here) is
+not touched, and the results are bit-identical to running without step 0.
 
 Adjacency and the epsilon (replace-one: D = D0 + {z}, D' = D0 + {z'}, |D| = |D'| = n). The first-order
 condition of the strongly convex n J is b = b(theta; D) = -(sum_i grad l(theta; z_i) + Lambda theta),
@@ -57,7 +58,7 @@ nu the N(0, beta I) density. For the ratio p_D(theta) / p_D'(theta):
   Off a set of b of probability <= delta, |log p_D(theta)/p_D'(theta)| <= eps_int + log(1 + eps_int/2),
   so the mechanism is (eps_int + log(1 + eps_int/2), delta)-DP under replace-one
   (`dpbench.privacy.erm.kst_replace_one_epsilon`). The theorem's eps (KST12's privacy theorem for
-  Algorithm 1 as quoted in ALGORITHMS §6; its text is [M] there) is what the same argument gives
+  Algorithm 1) is what the same argument gives
   for a shift of one gradient (norm zeta, one direction): Gaussian part (eps/2)(sqrt(1 - a) + a/4)
   < eps/2, Jacobian part log(1 + eps/2) <= eps/2. With a replaced record the shift is 2 zeta and
   the bound is eps + log(1 + eps/2) instead.
@@ -65,10 +66,11 @@ We calibrate steps 1-2 at eps_int = `kst_internal_epsilon(eps)`, the root of
 eps_int + log(1 + eps_int/2) = eps (eps_int -> 2 eps / 3 as eps -> 0: 0.0670 at eps = 0.1), so the
 replace-one guarantee is the target eps; the ledger records eps_int (`epsilon_internal`) and the
 spent eps_int + log(1 + eps_int/2) <= eps.
-Why not add/remove-one: there n changes, so the model's term (n l2/2)||theta||^2 differs between D and
-D' and the shift of b gains l2 theta (||s|| <= zeta + l2 ||theta||, not zeta), and the Jacobian ratio a
-factor (1 + l2/(Delta + n l2))^p; KST12's eps would be understated (by ~1-3% on Adult / Breast
-Cancer). Replace-one (n fixed and public, as in [S3] and ALGORITHMS §0.1(b)) avoids both.
+Why not add/remove-one: there n changes, so the model's term (n l2/2)||theta||^2 differs between D
+and D' and the shift of b gains l2 theta (||s|| <= zeta + l2 ||theta||, not zeta), and the Jacobian
+ratio a factor (1 + l2/(Delta + n l2))^p; KST12's eps would be understated (by ~1-3% on Adult /
+Breast Cancer). Replace-one (n fixed and public, as in paper 003's "differ in one element";
+docs/methods/conventions.md, Adjacency) avoids both.
 
 Solver (`solve_perturbed`): for convex models, scipy L-BFGS-B (gtol 1e-12, up to 5000 iterations)
 from model.init(rng) (zeros for linear models), then Newton steps with backtracking
@@ -205,7 +207,7 @@ def kst_constants(model: Model) -> tuple[float, float, list[str]]:
            title="Objective perturbation, Gaussian (KST12): exact minimiser of a randomly tilted, regularised "
                  "objective",
            citation="Kifer, Smith, Thakurta, Private Convex Empirical Risk Minimization and High-dimensional "
-                    "Regression, COLT 2012; baseline [29] of paper 003; ALGORITHMS.md §6",
+                    "Regression, COLT 2012; baseline [29] of paper 003",
            private=True, convex_only=True)
 def fit_objective_perturbation(
     problem: Problem,
@@ -238,7 +240,7 @@ def fit_objective_perturbation(
         reason = "KST12's theorem does not apply: " + "; ".join(reasons)
     elif not info["grad_norm"] <= EXACT_GRAD_TOL:
         claim, spent = "paper-only", {}
-        reason = (f"KST12 is proven for the exact minimiser (ALGORITHMS.md §6 caveat i); the solver "
+        reason = (f"KST12 is proven for the exact minimiser (its proof inverts the first-order condition); the solver "
                   f"stopped at ||grad J|| = {info['grad_norm']:.3g} > {EXACT_GRAD_TOL:g}")
     elif not eps_proven <= eps * (1 + 1e-9):
         claim, spent = "paper-only", {"kst12_theorem": eps_proven}

@@ -1,5 +1,5 @@
 """Output perturbation of full-batch gradient descent ([S2] = paper 002, lecture 17, Algorithm 1;
-Zhang, Zheng, Mou, Wang, IJCAI 2017 (ZZMW); ALGORITHMS.md §7).
+Zhang, Zheng, Mou, Wang, IJCAI 2017 (ZZMW); docs/methods/output-perturbation.md).
 
 Algorithm (noise-free core `output_gd_core`, then one Gaussian draw):
   theta_0 = model.init(rng) (zeros for linear models; data independent);
@@ -10,16 +10,17 @@ Algorithm (noise-free core `output_gd_core`, then one Gaussian draw):
 off-by-one; we run exactly T steps. Only theta_T + noise is released: no trace.)
 
 Row norms. G = model.lipschitz and beta_s = model.smoothness (1 and 1/4 for logistic regression)
-hold only for rows with ||x|| <= 1 (ALGORITHMS §0); a replaced row with ||x|| = 500 can inject up to
-lr (500 + 1) / n per step instead of 2 lr G / n, far beyond Delta_T. When the claim rests on these constants (constants
-"model") the GD core runs on `bounded_rows(problem)`: every row x becomes x min(1, 1/||x||). The
-map acts on each record on its own, so data sets that differ in one record still differ in (at
-most) that record, Delta_T below bounds ||theta_T(D) - theta_T(D')|| for the projected data, and
-the whole (projection + GD + Gaussian) keeps the guarantee for arbitrary input rows. The ledger
-records `row_norm_bound` and `rows_projected`. Rows already inside the ball are untouched (all UCI
-sets here: results bit-identical). Nominal-constant models (no claim) run on their rows as given.
+hold only for rows with ||x|| <= 1 (docs/methods/conventions.md, Preprocessing); a replaced row with
+||x|| = 500 can inject up to lr (500 + 1) / n per step instead of 2 lr G / n, far beyond Delta_T.
+When the claim rests on these constants (constants "model") the GD core runs on
+`bounded_rows(problem)`: every row x becomes x min(1, 1/||x||). The map acts on each record on its
+own, so data sets that differ in one record still differ in (at most) that record, Delta_T below
+bounds ||theta_T(D) - theta_T(D')|| for the projected data, and the whole (projection + GD +
+Gaussian) keeps the guarantee for arbitrary input rows. The ledger records `row_norm_bound` and
+`rows_projected`. Rows already inside the ball are untouched (all UCI sets here: results
+bit-identical). Nominal-constant models (no claim) run on their rows as given.
 
-Sensitivity (replace-one; `dpbench.privacy.erm.output_gd_sensitivity`, ALGORITHMS §7 [D]):
+Sensitivity (replace-one; `dpbench.privacy.erm.output_gd_sensitivity`; derived below):
   lambda > 0: Delta_T = (2 L / (n lambda)) (1 - (1 - lr lambda)^T) <= 2L/(n lambda)  (mu = lambda),
   lambda = 0: Delta_T = 2 lr L T / n.
 One GD step on D and on D' from the same point differs by (lr/n)(grad l(theta; z) - grad l(theta; z')),
@@ -30,9 +31,10 @@ records ZZMW's bound 5 L (alpha + beta)/(n alpha beta) ([S2] Thm 17.4, proven fo
 Choices (the sources leave them open; all recorded in the ledger):
 * Regulariser: lambda = `l2` if set, else the model's l2. It *replaces* the model's l2 during
   training (so it is exactly the strong convexity mu); optimality gaps are still measured on the
-  model's L_ref. For a merely convex loss this is the "regularisation trick" of [S2] eq. (17.3)
-  (ALGORITHMS §7): lambda > 0 makes F lambda-strongly convex. (In [S2] eq. (17.3) is introduced for
-  the population-risk reduction of §17.1, not for Algorithm 1; ALGORITHMS §7 applies it here.)
+  model's L_ref. For a merely convex loss this is the "regularisation trick" of [S2] eq. (17.3):
+  lambda > 0 makes F lambda-strongly convex. (In [S2] eq. (17.3) is introduced for the
+  population-risk reduction of §17.1, not for Algorithm 1; it is applied here to make the
+  contraction bound hold.)
 * Constants: G = model.lipschitz (data loss), beta = model.smoothness + lambda, mu = lambda.
   L = G + lambda R (`lipschitz_bound: paper`: L bounds the gradient of the *regularised* loss on the
   ball of radius R, as ZZMW's L-Lipschitz assumption on the loss needs) or L = G
@@ -44,11 +46,13 @@ Choices (the sources leave them open; all recorded in the ledger):
 * Step size: default lr = 1/beta. A user lr above 2/(beta + mu) voids the contraction step of the
   proof and raises ValueError (no silent clamp).
 * T = `epochs` full-batch steps (default 100; [S2] Thm 17.5 suggests T = O((beta/alpha) log n)).
-* Noise: analytic Gaussian (Balle & Wang 2018, ALGORITHMS §12.3): valid for every epsilon; the
-  classical sqrt(2 ln(1.25/delta)) Delta/eps is not for eps >= 1 ([S2] only writes O(Delta^2 log(1/delta)/eps^2)).
+* Noise: analytic Gaussian (Balle & Wang 2018; docs/accounting.md, Analytic Gaussian): valid for
+  every epsilon; the classical sqrt(2 ln(1.25/delta)) Delta/eps is not for eps >= 1 ([S2] only
+  writes O(Delta^2 log(1/delta)/eps^2)).
 * Models without a Lipschitz/smoothness bound or non-convex ones (MLP, ridge): nominal G = 1,
-  beta_s = 1/4 (the logistic loss's) so the method can be plotted as [S3] does; claim "none"
-  (non-convex GD is not contractive, ALGORITHMS §0.4), and `convex_only` in AlgorithmInfo.
+  beta_s = 1/4 (the logistic loss's) so the method can be plotted as paper 003 does; claim "none"
+  (non-convex GD is not contractive; docs/methods/conventions.md, The MLP), and `convex_only` in
+  AlgorithmInfo.
 """
 
 from __future__ import annotations
@@ -156,7 +160,7 @@ def output_gd_core(model: Model, X: np.ndarray, y: np.ndarray, theta0: np.ndarra
 @algorithm("output_perturbation_gd",
            title="Output perturbation of projected full-batch GD (ZZMW 2017 / [S2] Alg. 1), analytic Gaussian",
            citation="Zhang, Zheng, Mou, Wang, Efficient Private ERM for Smooth Objectives, IJCAI 2017 (baseline [49] "
-                    "of paper 003); paper 002 (CS325 lecture 17) Algorithm 1, Thm 17.4; ALGORITHMS.md §7",
+                    "of paper 003); paper 002 (CS325 lecture 17) Algorithm 1, Thm 17.4",
            private=True, convex_only=True)
 def fit_output_perturbation_gd(
     problem: Problem,

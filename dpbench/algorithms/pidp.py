@@ -1,7 +1,7 @@
 """PIDP-SGD ("Performance Improving DP-SGD"; Kang, Li, Liu, Wang, paper 000 = [S0], Algorithm 1).
 
-What it does (ALGORITHMS.md §4.2; [S0] Alg. 1, eq. (11), Theorems 4-5, Remarks 5-7)
------------------------------------------------------------------------------------
+What it does ([S0] Alg. 1, eq. (11), Theorems 4-5, Remarks 5-7; docs/methods/pidp.md, Algorithm)
+-------------------------------------------------------------------------------------------------
 T = R * T_local single-example SGD steps in R global rounds. At the start of round r, with
 reference point theta_g (the current iterate):
 
@@ -15,7 +15,7 @@ reference point theta_g (the current iterate):
   line 9   noisy if any |c_t[i]| >= A/(kappa - 1), kappa = e^eps1, A = 2 r kappa delta1;
   line 10  else noise-free iff ln(A / (A - (kappa-1) sign(c_t[i]) c_t[i])) <= 2 eps1 for all i.
            `paper_noise_free` implements these two tests literally; they are equivalent to the
-           closed form of ALGORITHMS.md §4.2, "noise-free <=> max_i |c_t[i]| <= tau",
+           closed form "noise-free <=> max_i |c_t[i]| <= tau" (`pidp_threshold` derives it),
            tau = 2 r delta1 (1 + e^-eps1) (`pidp_threshold`). The fit evaluates both on every
            c_t (for the MLP on the part of c_t that decides, see `_MlpGaussNewton`) and raises
            if they ever disagree away from floating-point ties at tau.
@@ -30,7 +30,7 @@ a few batched solves (never an m x m inverse, never one solve per step) and the 
 noise is drawn in one call per chunk of rows. The step loop itself is batch-size-1 SGD with
 per-model fast paths (logistic regression, the MLP) that never touch an (n, m) array.
 
-Noise scales and budget split (ALGORITHMS.md §4.1)
+Noise scales and budget split ([S0] Theorem 5, §7)
 --------------------------------------------------
 eps1 = `eps1_fraction` * eps (default 3/4, [S0] §7), eps2 = eps - eps1; delta1 =
 `delta1_fraction` * delta (default 1/2; [S0] gives no split), delta2 = delta - delta1.
@@ -38,14 +38,14 @@ eps1 = `eps1_fraction` * eps (default 3/4, [S0] §7), eps2 = eps - eps1; delta1 
   like DP-SGD it is calibrated numerically for a Poisson-subsampled Gaussian with q = 1/n, T
   steps and budget (eps1, delta1) (`calibration: rdp | pld`), or set from the closed form with
   c = `paper_c` (`calibration: paper`) -- dpsgd.dpsgd_noise_multiplier, batch size 1; the step
-  noise std is z * C. As ALGORITHMS.md §4.1 notes this pretends every step is noisy.
+  noise std is z * C. This pretends every step is noisy, so it over-counts.
 * sigma_c (contributions): Thm 5 / its proof, `dpbench.privacy.pidp_contribution_sigma`:
   sigma_c = c' G R sqrt(log(1.25 R / delta2)) / (n zeta eps2), c' = 2 sqrt 2 (classical Gaussian
   mechanism with sensitivity 2G/(n zeta) at (eps2/R, delta2/R) per round).
 G = `clip_norm` everywhere (the contribution gradients are clipped too, so the sensitivity
 2G/(n zeta) that sigma_c assumes holds at least for the gradient part); beta_s = `smoothness`
 (default 1/4) and C_H = `hessian_lipschitz` (default 0.1) are the logistic-regression bounds of
-[S0] Remark 1 / ALGORITHMS.md §4.1 and only enter E (for the MLP they are not valid bounds; E
+[S0] Remark 1 and only enter E (for the MLP they are not valid bounds; E
 is then just a number the paper's recipe adds).
 
 Hessian (`hessian`, `hessian_samples`)
@@ -76,31 +76,32 @@ coordinates first, see `_MlpGaussNewton`).
 Damping (`damping`, `zeta`)
 ---------------------------
 The proof of Thm 5 needs ||H^-1||_2 <= 1/zeta, i.e. lambda_min(H) >= zeta, but [S0] assumes
-||H||_2 >= zeta (the *largest* eigenvalue; ALGORITHMS.md §4.3 item 4). Two readings:
+||H||_2 >= zeta (the *largest* eigenvalue; docs/methods/pidp.md, Privacy, item 4). Two readings:
 * `add` (default; [S0] Remark 5 "add a small zeta to the diagonal"): H + zeta I, always (not only
   when the paper's ||H||_2 >= zeta test fails, because that test cannot certify the bound). For
   a PSD H (the logistic Hessian, any GGN) lambda_min >= zeta. One Cholesky per round. An
   indefinite H + zeta I (exact MLP Hessian) raises: use `floor` or `ggn`.
-* `floor` (ALGORITHMS.md §4.2): V diag(max(lambda_i, zeta)) V^T; changes H only where needed,
+* `floor`: V diag(max(lambda_i, zeta)) V^T; changes H only where needed,
   works for indefinite H; one eigh per round (m x m dense, s x s for the GGN path).
-zeta defaults to 0.1 (ALGORITHMS.md §4.2 uses 1 and 0.1 in its examples; [S0] gives none).
+zeta defaults to 0.1 ([S0] gives none; docs/methods/pidp.md works its examples at 1 and 0.1).
 
 Clipping
 --------
-[S0] has no clipping: it assumes a G-Lipschitz loss. Here every per-example data-loss gradient
-(in the steps and in the contributions) is clipped to `clip_norm` = G, which the MLP needs
-(ALGORITHMS.md §0.4). For logistic regression with ||x|| <= 1 and clip_norm >= 1 the data-loss
-gradient has norm <= 1, so clipping is a no-op; the regulariser's gradient l2 theta is never
-clipped -- it is data independent and added after the noise, as in DP-SGD.
+[S0] has no clipping: it assumes a G-Lipschitz loss. Here every per-example data-loss gradient (in
+the steps and in the contributions) is clipped to `clip_norm` = G, which the MLP needs (its
+gradients grow with the weights; docs/methods/conventions.md, The MLP). For logistic regression with
+||x|| <= 1 and clip_norm >= 1 the data-loss gradient has norm <= 1, so clipping is a no-op; the
+regulariser's gradient l2 theta is never clipped -- it is data independent and added after the
+noise, as in DP-SGD.
 
 Other choices where the paper is silent or ambiguous
 ----------------------------------------------------
 * "+E" adds a scalar to a vector: E is added to the magnitudes, c_o + E sign(c_o) with
-  sign(0) read as +1 (the conservative reading, ALGORITHMS.md §4.2).
+  sign(0) read as +1 (the conservative reading).
 * Line 8 draws b^(c) inside the step loop: fresh noise for every step (as written), although
-  the proof charges the contribution computation only once per round (ALGORITHMS.md §4.3 item 5).
+  the proof charges the contribution computation only once per round (docs/methods/pidp.md, Privacy, item 5).
 * Line 4 takes H at the round's theta_g; the proof of Thm 5 writes H at theta~ and the gradient
-  at theta_r^(g). We use theta_g for both (line 4 and ALGORITHMS.md §4.2).
+  at theta_r^(g). We use theta_g for both (line 4).
 * r (`radius`) is "the radius of the bounded parameter space" (footnote 5) but Algorithm 1 never
   projects onto it; neither do we. r only enters the threshold tau (linearly). Default r = 1, the
   "honest" order of magnitude; a truthful coordinate bound is larger (Adult, logreg: theta* has
@@ -119,20 +120,20 @@ Other choices where the paper is silent or ambiguous
   the same index sequence whatever radius or epsilon is used (the audit and the radius->inf /
   radius->0 tests rely on this).
 
-Privacy (ALGORITHMS.md §4.3, §14.1)
------------------------------------
+Privacy (docs/methods/pidp.md, Privacy)
+---------------------------------------
 The claim is always "paper-only": the noise-free steps are deterministic functions of the
 record, so the paper's (eps, delta) is not a valid DP guarantee (for any model). The ledger's
 `epsilon_spent` is what the accountant gives for the noisy part *as if every step were noisy*
 (z, q = 1/n, T, delta1); it says nothing about the noise-free steps.
 
-Paper vs ALGORITHMS.md (checked against [S0] Alg. 1, Thms 4-5, Remarks 5-7, §7)
--------------------------------------------------------------------------------
-They agree on: the constants and noise scales (c' = 2.83 = 2 sqrt 2, E, the 3/4 split), the two
-tests (line 10's bound 2 eps1 = eps1 + ln kappa with kappa = e^eps1), the gradient at the round's
-theta_g, the factor 2. Differences: the proof puts H at theta~ while line 4 (followed here) puts
-it at theta^(g); ALGORITHMS.md §4.2 floors eigenvalues where Remark 5 adds zeta (both offered);
-the brief's "noise_free_fraction = k/n" is 1 - k/n in the paper's notation.
+Checked against [S0] Alg. 1, Thms 4-5, Remarks 5-7, §7
+----------------------------------------------------
+The constants and noise scales (c' = 2.83 = 2 sqrt 2, E, the 3/4 split), the two tests (line 10's
+bound 2 eps1 = eps1 + ln kappa with kappa = e^eps1), the gradient at the round's theta_g and the
+factor 2 follow the paper. The proof puts H at theta~ while line 4 (followed here) puts it at
+theta^(g); Remark 5 adds zeta, `damping: floor` floors the eigenvalues instead (both offered);
+`noise_free_fraction` is 1 - k/n in the paper's notation (Thm 6).
 """
 
 from __future__ import annotations
@@ -177,7 +178,7 @@ def influence_error_bound(smoothness: float, hessian_lipschitz: float, lipschitz
 def pidp_threshold(radius: float, epsilon1: float, delta1: float) -> float:
     """tau = 2 r delta1 (1 + e^-eps1): lines 9-10 of [S0] Alg. 1 say "noise-free" iff max|c_t| <= tau.
 
-    Derivation (ALGORITHMS.md §4.2): with kappa = e^eps1 and A = 2 r kappa delta1, line 10 holds
+    Derivation: with kappa = e^eps1 and A = 2 r kappa delta1, line 10 holds
     for coordinate i iff A / (A - (kappa-1)|c_i|) <= kappa^2 iff |c_i| <= A (kappa+1)/kappa^2 = tau,
     and line 9's threshold A/(kappa-1) exceeds tau (kappa^2 > kappa^2 - 1), so line 10 binds.
     """
@@ -815,8 +816,7 @@ def pidp_budget(privacy: PrivacyTarget, *, n: int, steps: int, rounds: int, clip
 
 
 @algorithm("pidp_sgd", title="PIDP-SGD: DP-SGD that skips the noise for low-influence samples (claim unsound)",
-           citation="Kang, Li, Liu, Wang, Data Heterogeneity Differential Privacy (paper 000, Alg. 1, Thms 4-5); "
-                    "ALGORITHMS.md §4",
+           citation="Kang, Li, Liu, Wang, Data Heterogeneity Differential Privacy (paper 000, Alg. 1, Thms 4-5)",
            private=True, updates=True)
 def fit_pidp_sgd(
     problem: Problem,
@@ -847,7 +847,7 @@ def fit_pidp_sgd(
     hessian_lipschitz: Annotated[float, Param("C_H (the paper's C) in E of Thm 4 (LR: 0.0962)", minimum=0,
                                               paper="[S0] Thm 4, Remark 1")] = 0.1,
     damping: Annotated[str, Param("add: H + zeta I (Remark 5, Cholesky); floor: eigenvalues floored at zeta "
-                                  "(ALGORITHMS.md §4.2, eigh)", choices=DAMPINGS, paper="[S0] Remark 5")] = "add",
+                                  "(eigh)", choices=DAMPINGS, paper="[S0] Remark 5")] = "add",
     hessian: Annotated[str, Param("auto: exact for LR, Gauss-Newton on hessian_samples rows for the MLP; "
                                   "exact; ggn", choices=HESSIANS, paper="[S0] Alg. 1 line 4")] = "auto",
     hessian_samples: Annotated[int, Param("rows of the random subsample for hessian: ggn (0: all rows)",

@@ -1,7 +1,7 @@
 """What an adversary who sees every update observes: the noisy steps an iterative algorithm releases.
 
 Threat model "all updates" (Nasr, Song, Thakurta, Papernot, Carlini, S&P 2021; Nasr, Hayes,
-Steinke, Balle, Tramer, Jagielski, Carlini, Terzis, USENIX Security 2023; ALGORITHMS.md §11.4):
+Steinke, Balle, Tramer, Jagielski, Carlini, Terzis, USENIX Security 2023; docs/audits.md, Threat models):
 every iterate theta_0 .. theta_T is public. Seeing theta_t and theta_{t+1} and knowing the
 hyperparameters, the adversary can recompute each step's noisy statistic, so an iterative
 algorithm describes every noisy step it takes as a `Release`, and the audit harness (which the

@@ -2,8 +2,9 @@
 
 [S4] = paper 004, Wang, Xiao, Devadas, Xu, "On differentially private stochastic convex
 optimization with heavy-tailed data", ICML 2020: §5 eqs. (5)-(12), Algorithm 4, Theorems 6-8,
-§6 Experiments; ALGORITHMS.md §10.4-§10.7, §12.4. The maths (estimator, scale, noise, zCDP) is
-in `dpbench.privacy.robust_mean`; this module only runs the loop and writes the ledger.
+§6 Experiments (docs/methods/heavy-tailed.md, Algorithm 4 and Robust GD baseline). The maths
+(estimator, scale, noise, zCDP) is in `dpbench.privacy.robust_mean`; this module only runs the loop
+and writes the ledger.
 
 ``ht_robust_gd`` -- [S4] Algorithm 4 ("heavy-tailed DP-SCO with known variance")
 ------------------------------------------------------------------------------
@@ -15,9 +16,9 @@ in `dpbench.privacy.robust_mean`; this module only runs the loop and writes the 
         g = robust_mean(U, s, beta_m) + Z + model.reg_grad(w),    Z ~ N(0, sigma^2 I_p)
         w = P_W(w - lr g).
 robust_mean is (1/m) sum_i s E phi(u_ij/s + |u_ij|/(s sqrt(beta_m)) xi) with every summand clipped
-to [-(2sqrt2/3) s, (2sqrt2/3) s] ([S4] eq. (10); ALGORITHMS §10.4 step 2, §10.5).
+to [-(2sqrt2/3) s, (2sqrt2/3) s] ([S4] eq. (10)).
 
-Privacy (replace-one, ALGORITHMS §10.4 [D]): one step's data part has L2 sensitivity
+Privacy (replace-one; [S4] §5 after eq. (11), Bun & Steinke 2016): one step's data part has L2 sensitivity
 Delta = (4sqrt2/3) s sqrt(p)/m, so it is Delta^2/(2 sigma^2)-zCDP; T adaptive steps are
 rho = T Delta^2 / (2 sigma^2) = eps_tilde zCDP, i.e. (rho + 2 sqrt(rho log(1/delta)), delta) =
 (eps, delta)-DP. The ledger recomputes rho and eps from the sigma actually used
@@ -36,7 +37,7 @@ Choices (the paper leaves them open; all in the ledger):
   shrinks large values) and use up the second-moment budget v of Assumption 4; adding a
   data-independent term after the Gaussian is post-processing. The sensitivity concerns only
   the data part. ([S4] applies eq. (10) to grad l of whatever loss it trains; §6 says "ridge"
-  without giving lambda; ALGORITHMS §10.7 chose l2 = 1e-3, the ridge model's default.)
+  without giving lambda; dpbench uses l2 = 1e-3, the ridge model's default.)
 * lr: default 1/(model.smoothness + model.l2), [S4] Theorems 7-8 (eta = 1/beta_s) for the
   regularised objective: ridge 1/2.001 (smoothness 2 = 2 lambda_max(E x x^T) for E x x^T = I,
   e.g. the Gaussian features of `synthetic_linear`; heavier features, e.g. student_t with
@@ -49,7 +50,7 @@ Choices (the paper leaves them open; all in the ledger):
   Var e = (e^{sigma_n^2} - 1) e^{sigma_n^2}: 18.7 at w = w* and 22.7 + 8 w*_j^2 at w = 0 for
   sigma_n = 1; 322 and 326 + 8 w*_j^2 for sigma_n = 1.5. Set v in the YAML to the bound of
   Assumption 4 you want to assume.
-* delta' = 0.01 (default; ALGORITHMS §10.4's worked example; [S4] does not state it).
+* delta' = 0.01 (default; [S4] does not state it).
 * beta_m = "log" (default): log(1/delta'), [S4] Alg. 4 line 1; "2log": 2 log(1/delta'), [S4]
   Lemma 3 / Holland 2019 Lemma 5. Privacy does not depend on it.
 * radius: projection P_W onto {||w|| <= radius}; default None = no projection (W = R^p). The
@@ -73,18 +74,18 @@ Choices (the paper leaves them open; all in the ledger):
 
 ``rgd`` -- non-private robust gradient descent (Holland, AISTATS 2019), [S4] §6's baseline
 ----------------------------------------------------------------------------------------------
-ALGORITHMS §10.6: the Alg. 4 estimator with the same s and beta_m (set by `v`, `delta_prime`,
-`beta_m`) and Z = 0 -- a like-for-like baseline that isolates the cost of the noise. Holland's
-own code standardises each coordinate by its empirical mean/std instead; that variant is not
-implemented. Stochastic RGD: `batch_size`. Ledger: non-private (claim "none").
+The Alg. 4 estimator with the same s and beta_m (set by `v`, `delta_prime`, `beta_m`) and Z = 0 -- a
+like-for-like baseline that isolates the cost of the noise. Holland's own code standardises each
+coordinate by its empirical mean/std instead; that variant is not implemented. Stochastic RGD:
+`batch_size`. Ledger: non-private (claim "none").
 
-Disagreements: [S4] and ALGORITHMS.md agree on Algorithm 4's maths (tests/test_robust_mean.py
-reproduces §10.4's example eps_tilde = 0.0208, s = 104, sigma = 0.215 and the zCDP round trip).
-ALGORITHMS §10.5's "numerically stable direct form" is not stable at large |u|/s (error ~1e-16 b^2);
-`dpbench.privacy.robust_mean` switches to quadrature there. Paper defects noted in that module
-(|phi| <= 2sqrt2/2 misprint, beta_m = log vs 2 log(1/delta') between Alg. 4 and Lemma 3, beta used
-for two things); [S4] does not describe the accounting of its minibatch variant (the choice above
-is ALGORITHMS §10.4's: n -> B, no amplification).
+Checks and corrections: tests/privacy/test_robust_mean.py reproduces Algorithm 4's constants at n =
+100,000, d = 10, T = 50, v = 1, delta' = 0.01, eps = 1, delta = 1e-5 (eps_tilde = 0.0208, s = 104,
+sigma = 0.215) and the zCDP round trip. The direct closed form of E phi is not stable at large |u|/s
+(error ~1e-16 b^2); `dpbench.privacy.robust_mean` switches to quadrature there. Paper defects noted
+in that module (|phi| <= 2sqrt2/2 misprint, beta_m = log vs 2 log(1/delta') between Alg. 4 and Lemma
+3, beta used for two things); [S4] does not describe the accounting of its minibatch variant (the
+choice above: n -> B, no amplification).
 """
 
 from __future__ import annotations
@@ -255,7 +256,7 @@ def _sampling(plan: RobustGDPlan, n: int) -> dict:
 @algorithm("ht_robust_gd",
            title="Heavy-tailed DP-SCO: robust (Catoni-Giulini/Holland) gradient mean + Gaussian noise ([S4] Alg. 4)",
            citation="Wang, Xiao, Devadas, Xu, On differentially private stochastic convex optimization with "
-                    "heavy-tailed data, ICML 2020 (paper 004), Algorithm 4, Theorems 7-8; ALGORITHMS.md §10.4-§10.5",
+                    "heavy-tailed data, ICML 2020 (paper 004), Algorithm 4, Theorems 7-8",
            private=True, updates=True)
 def fit_ht_robust_gd(
     problem: Problem,
@@ -327,7 +328,7 @@ def fit_ht_robust_gd(
            title="Robust gradient descent (Holland 2019), the non-private baseline of [S4] §6 (Alg. 4 estimator, "
                  "no noise)",
            citation="Holland, Robust descent using smoothed multiplicative noise, AISTATS 2019; paper 004 §6 "
-                    "baseline; ALGORITHMS.md §10.6",
+                    "baseline",
            private=False)
 def fit_rgd(
     problem: Problem,
@@ -343,7 +344,8 @@ def fit_rgd(
     batch_size: BatchSize = None,
     trace_every: TraceEvery = 0,
 ) -> Fit:
-    """Holland's RGD with the Alg. 4 estimator and no noise (ALGORITHMS §10.6); non-private."""
+    """Holland's RGD with the Alg. 4 estimator and no noise; non-private (docs/methods/heavy-tailed.md,
+    Robust GD baseline)."""
     plan = plan_robust_gd(problem.model, problem.n, algorithm="rgd", steps=steps, lr=lr, v=v,
                           delta_prime=delta_prime, beta_m=beta_m, radius=radius, batch_size=batch_size,
                           trace_every=trace_every)

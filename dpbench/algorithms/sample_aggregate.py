@@ -1,6 +1,7 @@
-"""Sample and aggregate with smooth sensitivity: [S4] Algorithm 1 (Wang, Xiao, Devadas, Xu, ICML 2020,
-paper 004, §4, Theorems 1-2; Nissim, Raskhodnikova & Smith, STOC 2007; ALGORITHMS.md §10.1),
-registered as ``ht_sample_aggregate``.
+"""Sample and aggregate with smooth sensitivity: [S4] Algorithm 1, registered as ``ht_sample_aggregate``.
+
+[S4] = paper 004 (Wang, Xiao, Devadas, Xu, ICML 2020), §4, Theorems 1-2, after Nissim, Raskhodnikova &
+Smith, STOC 2007 (docs/methods/heavy-tailed.md, Sample and aggregate).
 
 Algorithm:
     1. split the training rows into m disjoint subsets by a uniformly random partition
@@ -15,8 +16,8 @@ Algorithm:
 Choices and deviations (recorded in the ledger):
 * Subsets: [S4] Alg. 1 step 2 draws m subsets of size n/m independently without replacement and
   re-draws until no point is in more than sqrt(m) of them. A random *disjoint* partition satisfies that
-  condition trivially (every point is in exactly one subset) and is the choice recommended by
-  ALGORITHMS §10.1; the smooth bound still uses [S4]'s step s = sqrt(m), which is then conservative
+  condition trivially (every point is in exactly one subset), needs no re-draws, and is the
+  simplest such scheme; the smooth bound still uses [S4]'s step s = sqrt(m), which is then conservative
   (a record changes one solution, not sqrt(m)).
 * f projects the subset minimiser onto the ball of radius Lambda/2. The aggregation assumes that
   Lambda bounds the l2 diameter of f's range (rho(t) := Lambda beyond the data); the projection makes
@@ -146,8 +147,7 @@ def claim_conditions(eps: float, delta: float, d: int, m: int, n: int) -> list[d
 
 @algorithm(NAME, title="Sample and aggregate with smooth sensitivity (NRS07; [S4] Alg. 1)",
            citation="Wang, Xiao, Devadas, Xu, ICML 2020 (paper 004) Algorithm 1, Theorems 1-2; Nissim, "
-                    "Raskhodnikova, Smith, Smooth sensitivity and sampling in private data analysis, STOC 2007; "
-                    "ALGORITHMS.md §10.1",
+                    "Raskhodnikova, Smith, Smooth sensitivity and sampling in private data analysis, STOC 2007",
            private=True)
 def fit_sample_aggregate(
     problem: Problem,

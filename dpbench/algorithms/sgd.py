@@ -1,11 +1,11 @@
-"""The minibatch SGD loop shared by non-private SGD and DP-SGD (and later noisy-SGD variants).
+"""The minibatch SGD loop shared by non-private SGD, DP-SGD and DP-LSSGD (which smooths its noisy gradient).
 
 One step (Abadi et al. 2016, Algorithm 1, with Poisson sampling as its analysis assumes):
   S_t ~ Poisson(q): each example independently with probability q = B/n
   g_t = (1/B) * (sum_{i in S_t} clip(grad l(theta_t; z_i), C) + N(0, (z C)^2 I)) + grad reg(theta_t)
   theta_{t+1} = Proj_r(theta_t - lr_t * g_t)
 The sum is divided by the *expected* batch size B = q n, never by |S_t| (dividing by the
-realised size leaks it, ALGORITHMS.md §1). The regulariser's gradient is data independent and
+realised size leaks it; docs/methods/dpsgd.md, Algorithm). The regulariser's gradient is data independent and
 is added after noising (post-processing). With clip_norm=None and noise_std=0 this is plain
 non-private SGD. Poisson sampling is drawn exactly, for a chunk of steps at once, as geometric gaps
 between included (step, row) pairs (`poisson_batches`): O(|S_t|) per step.
@@ -147,7 +147,8 @@ def run_sgd(
     e.g. DP-LSSGD's Laplacian smoothing). `compiled`: None uses the compiled loop where it
     exists (`kernels.jit_enabled()`), False forces the numpy path (same draws, same result to
     ~1e-12). Every step is reported to an observer (`releases.release`); while somebody observes,
-    the numpy path runs whatever `compiled` says (the compiled loop cannot report steps). Returns the final iterate and the trace (one dict per `trace_every` steps).
+    the numpy path runs whatever `compiled` says (the compiled loop cannot report steps). Returns the
+    final iterate and the trace (one dict per `trace_every` steps).
     """
     model, X, y, n = problem.model, problem.X, problem.y, problem.n
     q = min(1.0, batch_size / n)

@@ -5,14 +5,14 @@ best mean validation score across seeds is chosen separately for every (algorith
 model, epsilon) and reported metric — the papers' "chosen by cross-validation": accuracy curves
 by validation accuracy, gap and loss curves by validation loss (metrics.DEFAULT_SELECTION), or
 what the spec's `selection` says. This tuning touches the private data and no epsilon covers it
-(ALGORITHMS.md §1 caveat ii, §14.6): such a curve's claim says "selection not private (k
+(docs/selection.md): such a curve's claim says "selection not private (k
 candidates)" (`curve_claim`) and the figures draw it apart. An algorithm with `tuning:` is
 selected privately instead (`_select_private`, Papernot-Steinke random stopping): its curves
 carry the end-to-end epsilon of tuning + training (`eps_end_to_end`) and are drawn at it.
 
 Optimality gap: L_ref(theta; D_train) - L*, with L* the solver's minimum for that data split and
 model, lowered to the best training loss of any trained model on that problem (so a non-convex
-model's estimated L* never makes a gap negative, ALGORITHMS.md §0.2 rule 3).
+model's estimated L* never makes a gap negative; docs/methods/conventions.md, Optimality gap).
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def selected_by_metric(runs: pd.DataFrame, metrics: tuple[str, ...],
 
 
 #: Validation scores within this relative distance of the best are a tie: another CPU's last bits
-#: move a score by ~1e-9 relative (README "One machine and many"), and two candidates that
+#: move a score by ~1e-9 relative (docs/reproducibility.md, One machine and many), and two candidates that
 #: reach the same model (e.g. full-batch GD run to convergence at two step sizes) differ by that
 #: much, so picking the smaller would let the CPU choose the curve.
 SELECTION_TIE_RTOL = 1e-7

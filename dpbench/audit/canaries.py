@@ -1,21 +1,26 @@
 """Canary recipes of the privacy audits (`dpbench.audit.multi_run`): the registry `CANARIES` and the built-ins.
 
 A recipe builds a distinguishing game (`Game`): base rows D0, one canary record, the model and the
-score of a trained theta (ALGORITHMS.md §11.1, §11.3). Declared with the `canary(...)` decorator
+score of a trained theta (docs/audits.md, Canaries). Declared with the `canary(...)` decorator
 on its build function; the recipe also recommends hyperparameters per algorithm and model
 options (the user's override them). A game may name the canary's direction u, a coordinate no
 base row touches (`Game.direction`: what the all-updates statistic and one-run audits need), and
 the row the canary replaces under replace-one (`Game.replaced`). The built-ins (details in
 dpbench.audit.multi_run's docstring):
 
-* spare_feature (§11.3): rows of a data set plus an all-zero column; canary e_new, +1; score theta_new.
-* gradient_canary (§11.4): spare_feature whose canary, under replace-one, replaces (e_new, -1): the
-  neighbours' gradients on e_new are opposite, twice the add/remove difference; with the
-  recommended clip norm 0.1 both stay at full clip norm. The canary of the all-updates audits.
-* input_per_example (§5 b): spare_feature with input perturbation's per-example noise, one epoch.
-* pidp_constant (§4.4): n copies of x0 = (0.5,0,0,0,0); canary e2; start and score at theta~.
-* input_shared_intercept (§5 a): synthetic 2-D data with an intercept where the shared-noise
-  argument is exact; score y_c <w, u_c> without the intercept.
+* spare_feature (Jagielski, Ullman, Oprea 2020): rows of a data set plus an all-zero column;
+  canary e_new, +1; score theta_new.
+* gradient_canary (Nasr et al. 2023): spare_feature whose canary, under replace-one, replaces
+  (e_new, -1): the neighbours' gradients on e_new are opposite, twice the add/remove difference;
+  with the recommended clip norm 0.1 both stay at full clip norm. The canary of the all-updates
+  audits.
+* input_per_example ("§5 b", docs/methods/input-perturbation.md, Audit): spare_feature with input
+  perturbation's per-example noise, one epoch.
+* pidp_constant ("§4.4", docs/methods/pidp.md, Audit): n copies of x0 = (0.5,0,0,0,0); canary e2;
+  start and score at theta~.
+* input_shared_intercept ("§5 a", docs/methods/input-perturbation.md, Audit): synthetic 2-D data
+  with an intercept where the shared-noise argument is exact; score y_c <w, u_c> without the
+  intercept.
 """
 
 from __future__ import annotations
@@ -144,17 +149,18 @@ GRADIENT_CANARY_PARAMS = {name: {"clip_norm": 0.1} for name in ("dpsgd", "dp_lss
 
 
 @canary("gradient_canary",
-        description="the strongest canary of the spare_feature game (ALGORITHMS.md §11.4): e_new with label +1, "
+        description="the strongest canary of the spare_feature game (Nasr et al. 2023): e_new with label +1, "
                     "and under replace-one it replaces e_new with label -1 (gradients at opposite full clip norm, "
                     "twice the difference); clip norm 0.1 recommended so both stay clipped",
         params=GRADIENT_CANARY_PARAMS, replaces=True, spare_coordinate=True)
 @canary("input_per_example",
-        description="input perturbation, per-example noise (ALGORITHMS.md §5 b): the spare_feature canary with "
+        description="input perturbation, per-example noise (construction b of "
+                    "docs/methods/input-perturbation.md): the spare_feature canary with "
                     "noise per_example, theorem pl, epochs 1",
         params={"input_perturbation": {"noise": "per_example", "theorem": "pl", "epochs": 1}}, spare_coordinate=True)
 @canary("spare_feature",
         description="rows of a dataset + an all-zero column; canary e_new with label +1; score theta_new "
-                    "(ALGORITHMS.md §11.3)", spare_coordinate=True)
+                    "(Jagielski, Ullman, Oprea 2020)", spare_coordinate=True)
 def _spare_feature(context: RecipeContext) -> Game:
     from dpbench import models
 
@@ -178,8 +184,8 @@ PIDP_X0 = (0.5, 0.0, 0.0, 0.0, 0.0)
 
 
 @canary("pidp_constant",
-        description="PIDP-SGD scenario of ALGORITHMS.md §4.4: n copies of x0=(0.5,0,0,0,0), canary e2; start at "
-                    "theta~ = argmin loss(x0); score ||theta - theta~||",
+        description="PIDP-SGD construction of docs/methods/pidp.md (Audit): n copies of x0=(0.5,0,0,0,0), "
+                    "canary e2; start at theta~ = argmin loss(x0); score ||theta - theta~||",
         needs_dataset=False, default_rows=200,
         params={"pidp_sgd": {"steps": 2000, "rounds": 1, "zeta": 0.01, "lr": 0.1, "radius": 1e8}},
         model_options={"l2": 0.01}, spare_coordinate=True)
@@ -223,8 +229,9 @@ def shared_intercept_data(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np
 
 
 @canary("input_shared_intercept",
-        description="input perturbation, shared noise (ALGORITHMS.md §5 a): synthetic 2-D data with an intercept, "
-                    "l2 = 0, GD run to convergence; score y_c <w, u_c> (weights without the intercept)",
+        description="input perturbation, shared noise (construction a of docs/methods/input-perturbation.md): "
+                    "synthetic 2-D data with an intercept, l2 = 0, GD run to convergence; score y_c <w, u_c> "
+                    "(weights without the intercept)",
         needs_dataset=False, default_rows=1000,
         params={"input_perturbation": {"noise": "shared", "theorem": "pl", "epochs": 300, "lr": 4.0}},
         model_options={"l2": 0.0})

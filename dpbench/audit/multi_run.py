@@ -1,14 +1,14 @@
 """Empirical privacy audits: a distinguishing game that lower-bounds the epsilon of any algorithm.
 
-ALGORITHMS.md §11.1, §11.3 and §11.4. Two neighbouring training sets D0 and D1 differ in one
-*canary*, a crafted record chosen to be as distinguishable as possible. The algorithm is
-trained `trials` times on each with fresh randomness, every training gets a scalar score, and
-a threshold test on the scores is turned into an epsilon lower bound with Clopper-Pearson
-confidence (`dpbench.privacy.audit_bounds`): the first runs of each side choose the test (half
-of them by the best count, rule "empirical"; a tenth by normals fitted to them, rule
-"gaussian"), the others estimate its error rates, so the bound holds with the stated confidence
-(default 95%) whatever the algorithm does. A bound above the claimed epsilon refutes the claim;
-no bound can exceed the ceiling, about ln(N/3.69) for N evaluation runs a side.
+Jagielski, Ullman, Oprea 2020; Nasr et al. 2021 and 2023 (docs/audits.md). Two neighbouring training
+sets D0 and D1 differ in one *canary*, a crafted record chosen to be as distinguishable as possible.
+The algorithm is trained `trials` times on each with fresh randomness, every training gets a scalar
+score, and a threshold test on the scores is turned into an epsilon lower bound with Clopper-Pearson
+confidence (`dpbench.privacy.audit_bounds`): the first runs of each side choose the test (half of
+them by the best count, rule "empirical"; a tenth by normals fitted to them, rule "gaussian"), the
+others estimate its error rates, so the bound holds with the stated confidence (default 95%)
+whatever the algorithm does. A bound above the claimed epsilon refutes the claim; no bound can
+exceed the ceiling, about ln(N/3.69) for N evaluation runs a side.
 
 The score depends on what the adversary sees (`AuditSetup.threat`): final_model, a function of
 the trained theta (the recipe's score, e.g. the canary's margin); all_updates, the privacy loss
@@ -29,57 +29,51 @@ gives the adjacency for D1; otherwise one probe fit on the base rows gives it fi
 
 Canary recipes (`dpbench.audit.canaries.CANARIES`, declared with `@canary(...)`), each building the
 base rows, the canary, the model, the score and recommended algorithm parameters:
-* spare_feature (§11.3): `rows` rows of a dataset's training split (uniform: the split is a
+* spare_feature (Jagielski, Ullman, Oprea 2020): `rows` rows of a dataset's training split (uniform: the split is a
   random permutation) plus one all-zero column; canary x_c = e_new, y_c = +1; score
   y_c <theta, x_c> = theta_new (for a non-linear model: y_c times its decision function at x_c).
   Nothing else in the data touches that coordinate, so the canary's effect is not masked.
-* pidp_constant (§4.4): self-contained; n = `rows` (default 200) copies of x0 = (0.5,0,0,0,0),
-  y = +1, canary (e2, +1), logistic model with l2 = 0.01; score ||theta - theta~|| with theta~
-  the minimiser of the (regularised) loss at x0. Training starts at theta~ (public: it depends
-  on no record), where every base point's gradient is zero, so runs on D0 stay at theta~ and
-  any canary step moves theta_2. Recommended pidp_sgd parameters: steps 2000, rounds 1,
-  zeta = l2 = 0.01, lr 0.1, radius r = 1e8 (delta1 = delta2 = delta/2 by default): then
+* pidp_constant ("§4.4", docs/methods/pidp.md, Audit): self-contained; n = `rows` (default 200)
+  copies of x0 = (0.5,0,0,0,0), y = +1, canary (e2, +1), logistic model with l2 = 0.01; score
+  ||theta - theta~|| with theta~ the minimiser of the (regularised) loss at x0. Training starts at
+  theta~ (public: it depends on no record), where every base point's gradient is zero, so runs on D0
+  stay at theta~ and any canary step moves theta_2. Recommended pidp_sgd parameters: steps 2000,
+  rounds 1, zeta = l2 = 0.01, lr 0.1, radius r = 1e8 (delta1 = delta2 = delta/2 by default): then
   tau ~ 1.5e3 >> |c_t| and no step is noisy.
-* input_shared_intercept (§5 a): self-contained synthetic data where the shared-noise argument
-  is exact: n = `rows` (default 1000) points u uniform in the disc of radius 0.6, an intercept
-  feature 0.8 (||x|| <= 1), labels drawn from a logistic model (not separable); canary
-  u_c = (0.6, 0) with the label the model finds unlikely, intercept 0.8. Logistic model with
-  l2 = 0: the shared z shifts every row (canary included) alike, the intercept absorbs it, and
-  the optimal weights w (all but the intercept) are a deterministic function of the data.
-  Score y_c <w, u_c>. Recommended input_perturbation parameters: noise shared, theorem pl (the
-  strongly convex theorem needs l2 > 0), epochs 300, lr 4 -- converged to ~1e-8 at eps >= 0.25,
-  so D0 and D1 runs separate perfectly (at eps = 0.1 the paper's sigma is ~0.5 and some runs
-  do not converge).
-* input_per_example (§5 b): the spare_feature construction with input_perturbation's
-  per-example noise (noise per_example, theorem pl, epochs 1). One GD step from 0 makes
-  theta_new exactly Gaussian, shifted by the canary by lr/(2n) against a std ~ lr sigma/(2 sqrt n):
-  the strongest exposure of the per-example reading (its noise-to-sensitivity ratio grows
-  like sqrt(T)); more epochs or theorem strongly_convex (10x more noise at l2 = 1e-4) can be
-  audited by overriding the parameters.
+* input_shared_intercept ("§5 a", docs/methods/input-perturbation.md, Audit): self-contained
+  synthetic data where the shared-noise argument is exact: n = `rows` (default 1000) points u
+  uniform in the disc of radius 0.6, an intercept feature 0.8 (||x|| <= 1), labels drawn from a
+  logistic model (not separable); canary u_c = (0.6, 0) with the label the model finds unlikely,
+  intercept 0.8. Logistic model with l2 = 0: the shared z shifts every row (canary included) alike,
+  the intercept absorbs it, and the optimal weights w (all but the intercept) are a deterministic
+  function of the data. Score y_c <w, u_c>. Recommended input_perturbation parameters: noise shared,
+  theorem pl (the strongly convex theorem needs l2 > 0), epochs 300, lr 4 -- converged to ~1e-8 at
+  eps >= 0.25, so D0 and D1 runs separate perfectly (at eps = 0.1 the paper's sigma is ~0.5 and some
+  runs do not converge).
+* input_per_example ("§5 b", docs/methods/input-perturbation.md, Audit): the spare_feature
+  construction with input_perturbation's per-example noise (noise per_example, theorem pl, epochs
+  1). One GD step from 0 makes theta_new exactly Gaussian, shifted by the canary by lr/(2n) against
+  a std ~ lr sigma/(2 sqrt n): the strongest exposure of the per-example reading (its
+  noise-to-sensitivity ratio grows like sqrt(T)); more epochs or theorem strongly_convex (10x more
+  noise at l2 = 1e-4) can be audited by overriding the parameters.
 
 Each side's trials are run in chunks of CHUNK_TRIALS fits (VECTORISED_CHUNK_TRIALS, in one call
 of the vectorised twin, for an algorithm that has one: DP-SGD, DP-GD), through `runner.run` into
 ResultStore(<results>/.cache/audits): a rerun (or a run with more trials) reuses every stored
 chunk. Fit randomness comes from SeedSequence(seed_from("audit", game key, side, trial)), so
 results do not depend on the chunking, the order or the number of workers (a vectorised chunk
-draws exactly what the single fits draw; its sums differ in the last bits).
-Measured before the vectorised twins (2 shared cores, --jobs 2, 1000 trials a side = 2000 fits
-unless noted; all-updates DP-SGD with 10,000 a side now takes 6.7 s, README):
+draws exactly what the single fits draw; its sums differ in the last bits). Timings:
+docs/papers/audit.md, Cost.
 
-  dpsgd, adult 1000 rows, epochs 1, B 64           2.1 ms/fit    4.8 s
-  pidp_sgd, pidp_constant (T = 2000 batch-1 steps)  8.5 ms/fit    8.8 s
-  input_perturbation, input_shared_intercept        5.9 ms/fit    6.1 s
-  input_perturbation, input_per_example (adult)     1.6 ms/fit    1.9 s
-  output_perturbation_gd, adult 1000 rows (400/side) 15 ms/fit    6.7 s
-  nonprivate (L-BFGS), adult 1000 rows (200/side)   12 ms/fit     2.8 s
-
-Measured bounds (same runs, 95%; ceiling 4.91 at 1000 trials a side, 3.98 at 400):
+Measured bounds (1000 trials a side, 400 for output_perturbation_gd; 95%; ceiling 4.91 at 1000
+trials a side, 3.98 at 400):
 dpsgd eps 1 -> 0.00; output_perturbation_gd eps 1 -> 0.00; pidp_constant eps 1 -> 4.91 (perfect
 separation); input_shared_intercept eps 0.25 -> 4.90, eps 0.1 -> 1.21 (not every run converges);
 input_per_example eps 0.1 -> 0.93; input_per_example with the algorithm's defaults (epochs 100,
 theorem strongly_convex) eps 0.1 -> 0.00, and with epochs 100, theorem pl at eps 0.25 -> 0.00:
 with 1000 base rows the per-example reading at T = 100 is not refuted by this canary (its
-noise-to-sensitivity ratio ~ sqrt(T log(1/delta)) / (eps sqrt(n)) is O(1) there, ALGORITHMS.md §5).
+noise-to-sensitivity ratio ~ sqrt(T log(1/delta)) / (eps sqrt(n)) is O(1) there;
+docs/methods/input-perturbation.md, Privacy, item 5).
 
 The threshold is chosen on held-out runs (`audit_bounds.audit_scores`); the alternative of a
 fixed grid with a Bonferroni correction is not implemented.

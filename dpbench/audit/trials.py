@@ -33,8 +33,8 @@ VECTORISED_CHUNK_TRIALS = 1000  # fits per stored chunk of an algorithm with a v
 
 
 def claimed_adjacency(stored: str | None) -> str:
-    """The relation a game uses for a ledger's stored `adjacency` (also the free text of records
-    written before the ledger was typed); add/remove-one when unset."""
+    """The relation a game uses for a ledger's stored `adjacency` (also the free-text adjacency
+    some stored records carry); add/remove-one when unset."""
     return Ledger.from_dict({"adjacency": stored}).audited_adjacency.value
 
 

@@ -1,6 +1,6 @@
 """The all-updates adversary of the audits: it watches every noisy step and scores a training by its privacy loss.
 
-Threat model "all_updates" (ALGORITHMS.md §11.4; Nasr et al. S&P 2021 and USENIX Security 2023):
+Threat model "all_updates" (Nasr et al. S&P 2021 and USENIX Security 2023; docs/audits.md, Threat models):
 the adversary sees every iterate, knows the algorithm, its hyperparameters and every record of
 D0, and chose a canary whose gradient lies along a direction u that no base record touches (the
 game's `direction`, e.g. a spare all-zero feature). For each noisy step a fit reports

@@ -261,7 +261,7 @@ def _num(value) -> str:
 
 
 def format_comparison(rows: list[dict], markdown: bool = False) -> str:
-    """A table of `compare` rows: plain text, or a markdown table (`markdown=True`, for the README)."""
+    """A table of `compare` rows: plain text, or a markdown table (`markdown=True`, the table of docs/speed.md)."""
     if not rows:
         return "(no comparison rows)"
     header = ["model", "B", "dpbench ex/s", "dpbench path", "Opacus hooks ex/s", "Opacus ghost ex/s",

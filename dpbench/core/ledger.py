@@ -1,14 +1,13 @@
-"""The privacy ledger: what a fit says it spent, as a typed record (DESIGN.md, Contracts).
+"""The privacy ledger: what a fit says it spent, as a typed record (docs/validity.md, The label of a run).
 
-Every algorithm returns a `Ledger` in `Fit.privacy`. It is stored in a cell's record as a flat
-JSON object (`as_dict`): the named fields below plus the mechanism's own details (noise
-multiplier, steps, sampling, ...) at the top level, as records have always been stored, so a
-stored record reads back with `Ledger.from_dict`. A Ledger is also a read-only mapping over that
-flat form (`ledger["claim"]`, `ledger.get("steps")`).
+Every algorithm returns a `Ledger` in `Fit.privacy`. It is stored in a cell's record as a flat JSON
+object (`as_dict`): the named fields below plus the mechanism's own details (noise multiplier,
+steps, sampling, ...) at the top level, so a stored record reads back with `Ledger.from_dict`. A
+Ledger is also a read-only mapping over that flat form (`ledger["claim"]`, `ledger.get("steps")`).
 
 claim: "valid" -- the guarantee is proven for this model and the numbers are the accountant's;
-"paper-only" -- the paper claims epsilon but ALGORITHMS.md §14 (or the accountant) finds it does
-not hold; "none" -- non-private, or no proof applies (then no epsilon is claimed).
+"paper-only" -- the paper claims epsilon but its proof does not hold (or the accountant does not
+certify it); "none" -- non-private, or no proof applies (then no epsilon is claimed).
 adjacency: the neighbour relation of the claim (what an audit must test); `spent_adjacency` the
 one `epsilon_spent` was computed under when it differs (PIDP-SGD: the paper claims replace-one,
 the accountant composes add/remove-one steps).
@@ -44,8 +43,8 @@ class Adjacency(str, enum.Enum):
 
 def _legacy_adjacency(text: str) -> tuple[Adjacency, Adjacency | None]:
     """(claim, spent) of a stored free-text adjacency: "replace-one" or
-    "paper: replace-one; epsilon_spent: add/remove-one" (PIDP-SGD records written before the
-    ledger was typed)."""
+    "paper: replace-one; epsilon_spent: add/remove-one" (the free-text form that stored PIDP-SGD
+    records carry)."""
     parts = {}
     for chunk in text.split(";"):
         head, _, tail = chunk.partition(":")
@@ -98,7 +97,7 @@ class Ledger(Mapping[str, Any]):
 
     @classmethod
     def from_dict(cls, stored: Mapping[str, Any]) -> "Ledger":
-        """A ledger from its stored form (`as_dict`, or a record written before the ledger was typed)."""
+        """A ledger from its stored form (`as_dict`, or a record whose adjacency is free text)."""
         if isinstance(stored, Ledger):
             return stored
         data = dict(stored)

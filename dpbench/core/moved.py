@@ -1,14 +1,13 @@
 """Old module names that still import: `import dpbench.ledger` gives `dpbench.core.ledger`.
 
 Plugins and scripts may import dpbench's modules by their top-level names
-(`from dpbench.ledger import Adjacency`). `install()` puts a finder
-on `sys.meta_path` that answers exactly the names in `MOVED`, with a DeprecationWarning that
-names the new place. A module that moved whole is the new module itself under the old name too
-(one module object, so `isinstance` and monkeypatching see the same classes and globals); a
-module whose names are spread over several modules (`SPREAD`) is a stand-in that finds each name
-where it went. Four old module names are packages (`dpbench.audit`, `dpbench.spec`,
-`dpbench.report`, `dpbench.bench`): their `__init__` forwards the old names with `forward`.
-Every other import is left to Python.
+(`from dpbench.ledger import Adjacency`). `install()` puts a finder on `sys.meta_path` that answers
+exactly the names in `MOVED`, with a DeprecationWarning that names the new place. A module that
+moved whole is the new module itself under the old name too (one module object, so `isinstance`
+and monkeypatching see the same classes and globals); a module whose names are spread over several
+modules (`SPREAD`) is a stand-in that finds each name where it went. Four old module names are
+packages (`dpbench.audit`, `dpbench.spec`, `dpbench.report`, `dpbench.bench`): their `__init__`
+forwards the old names with `forward`. Every other import is left to Python.
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ Built-in data sets, each declared where it is loaded (every module of this packa
 on first use, so a new data set is a new module with a decorated loader):
 
 * UCI data (uci.py, one `uci_dataset(UciSpec(...))` each; preprocessing in preprocess.py,
-  ALGORITHMS.md §0.3): `adult`, `bank`, `kddcup99`, `breast_cancer`, `iris`.
-* Synthetic heavy-tailed data of paper 004 (synthetic.py, ALGORITHMS.md §10.7): `synthetic_linear`,
-  `synthetic_logistic`.
+  docs/methods/conventions.md, Preprocessing): `adult`, `bank`, `kddcup99`, `breast_cancer`, `iris`.
+* Synthetic heavy-tailed data of paper 004 (synthetic.py; docs/methods/heavy-tailed.md, Synthetic
+  data): `synthetic_linear`, `synthetic_logistic`.
 * Credit Card Fraud of paper 003 (creditcard.py): `credit_card`, a user-supplied Kaggle file
   ($DPBENCH_DATA/creditcard/creditcard.csv, never downloaded), balanced 492 + 492 rows.
 * A fixed finite population for excess population risk (population.py, paper 002):

@@ -1,4 +1,5 @@
-"""The Dataset contract shared by every loader (DESIGN.md, Contracts) and the registry every data set joins.
+"""The Dataset contract shared by every loader and the registry every data set joins (docs/contributing.md,
+Add a data set).
 
 A data set is one declaration: a loader `load(common, *, <options>) -> Dataset` decorated with
 `dataset(name, ...)`. Its keyword-only arguments, each `Annotated[type, Param(...)] = default`,
@@ -25,7 +26,7 @@ from dpbench.core.registry import BUILT_IN, Declared, Param, Registry, current_s
 class Dataset:
     """Preprocessed train/validation/test arrays.
 
-    Every row of every X satisfies ||x||_2 <= 1 (ALGORITHMS.md §0.3); y is in {-1, +1} for
+    Every row of every X satisfies ||x||_2 <= 1 (docs/methods/conventions.md, Preprocessing); y is in {-1, +1} for
     classification and real for regression. `provenance` records where the data came from
     (source, file SHA-256 sums, raw and cleaned row counts, preprocessing choices) and is
     written into the experiment manifest. `w_star` is the true parameter of synthetic data.

@@ -24,7 +24,7 @@ Where the file comes from (choices):
   file has the published counts (284,807 rows, 492 frauds) is recorded in
   `provenance["matches_published_counts"]` but not enforced (a variant of the file still loads).
 * Parsing: the header must be exactly the 31 columns above (else `DataError`); every column is
-  read as float64; Class must be 0 or 1. Rows with a missing value are dropped (§0.3 step 1; the
+  read as float64; Class must be 0 or 1. Rows with a missing value are dropped (preprocessing step 1; the
   original file has none; the number dropped is recorded).
 
 Subsample (paper 003: "Credit Card Fraud ... 984" = all 492 frauds + 492 normal transactions):
@@ -38,14 +38,14 @@ Subsample (paper 003: "Credit Card Fraud ... 984" = all 492 frauds + 492 normal 
 * The common `n` parameter, if given, draws `n` of those rows uniformly with the repetition seed
   before the split (preprocess.py step 3).
 
-Preprocessing (reusing preprocess.py; ALGORITHMS.md §0.3):
+Preprocessing (reusing preprocess.py; docs/methods/conventions.md, Preprocessing):
 
 * Features: the 30 numeric columns Time, V1..V28, Amount (no categorical columns); a column
   constant over the used rows is dropped (preprocess.clean_table).
 * Scaling: min-max to [0, 1] with the min/max of the USED ROWS BEFORE THE SPLIT -- the fixed
   984-row subsample (or all rows with `balanced: false`), not the training split. This is a
-  small non-private step (§0.3 item 2 allows ranges from the data when no public metadata
-  exist; V1..V28 have no public range); it is recorded in `provenance["scaling"]`. Because the
+  small non-private step, like the training-split ranges of the other data sets (V1..V28 have
+  no public range); it is recorded in `provenance["scaling"]`. Because the
   ranges come from the fixed row set, the features of a row do not depend on the repetition
   seed. Amount is heavy-tailed and is min-max scaled as the recipe says (no log transform).
 * Norm bound: preprocess.build_classification divides by sqrt(g + 1), g = 30 numeric columns,
@@ -266,7 +266,7 @@ def load(
             ),
             "scaling": (
                 f"min-max to [0,1] with the min/max of the {used} used rows before the split "
-                "(a small non-private step, ALGORITHMS.md §0.3 item 2; fixed across repetitions)"
+                "(a small non-private step, docs/methods/conventions.md, Preprocessing; fixed across repetitions)"
             ),
             "scaling_ranges": {c: list(r) for c, r in ranges.items()},
         }

@@ -1,9 +1,10 @@
-"""Turn a canonical raw table into a `Dataset` (ALGORITHMS.md §0.3), and the shared split logic.
+"""Turn a canonical raw table into a `Dataset` (docs/methods/conventions.md, Preprocessing), and the shared
+split logic.
 
 Recipe, in order (every step is deterministic given `seed`; the same (dataset, seed, n,
 fractions) gives bit-identical arrays in any process of one machine):
 
-1. Missing values. `missing="drop"` (default, §0.3 step 1) drops every row with a missing value
+1. Missing values. `missing="drop"` (default) drops every row with a missing value
    in a feature or the label. `missing="impute"` keeps every row with a label and fills a numeric
    gap with the TRAINING split's median and a categorical gap with the training split's most
    frequent level (ties: the first in sorted order; a column with no training value gets no

@@ -1,4 +1,5 @@
-"""Synthetic heavy-tailed data of paper 004 (Wang, Xiao, Devadas & Xu, ICML 2020, §6; ALGORITHMS.md §10.7).
+"""Synthetic heavy-tailed data of paper 004 (Wang, Xiao, Devadas & Xu, ICML 2020, §6;
+docs/methods/heavy-tailed.md, Synthetic data).
 
 Paper 004 gives n = 1e5, x in R^10 and the noise laws, but neither the feature distribution nor
 w* (its appendix is not available). Choices made here, all options of the two data sets (the
@@ -7,7 +8,7 @@ annotated keywords of `synthetic_linear` and `synthetic_logistic`; same options,
 * features: `gaussian` (default) x ~ N(0, I_d); `student_t` x_ij ~ t with 3 degrees of freedom
   (variance 3, infinite 4th moment); `lognormal` x_ij = L - E[L], L ~ LogNormal(0, 1) (centred,
   right-skewed). Heavy-tailed features are what makes *logistic* gradients heavy-tailed: the
-  logistic gradient is bounded by ||x||, so label noise alone does not (§10.7).
+  logistic gradient is bounded by ||x||, so label noise alone does not.
 * w_star: `unit_random` (default) N(0, I_d) rescaled to ||w*|| = 1, drawn from a FIXED generator
   `np.random.default_rng(12345)` independent of the data seed, so w* is the same for every seed
   (and for d' < d its direction is a prefix of the d-dimensional draw before rescaling);
@@ -31,7 +32,7 @@ Randomness: one generator `np.random.default_rng(seed)` draws, in order, the fea
 and then the split (uniform for regression, stratified by label for classification, same size
 rule as the UCI data: test = round(test_fraction*n), val = round(val_fraction*n)). Same
 (name, seed, n, options, fractions) -> bit-identical arrays on one machine (another CPU may differ
-in last bits, see README "One machine and many").
+in last bits; docs/reproducibility.md, One machine and many).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from dpbench.data.base import Common, Dataset, dataset
 W_STAR_SEED = 12345
 DEFAULT_N = 100_000
 
-CITATION = "paper 004 §6 (Wang, Xiao, Devadas & Xu, ICML 2020); ALGORITHMS.md §10.7"
+CITATION = "paper 004 §6 (Wang, Xiao, Devadas & Xu, ICML 2020)"
 FEATURES = ("gaussian", "student_t", "lognormal")
 W_STARS = ("unit_random", "ones")
 

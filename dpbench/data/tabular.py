@@ -1,10 +1,11 @@
 """`csv`: your own table -- a .csv (or .parquet) file with a label column -- as a binary classification data set.
 
-The table goes through the same preprocessing as the UCI data (preprocess.py, ALGORITHMS.md §0.3):
-missing values dropped (or imputed from the training split), constant columns dropped, optional
-`n` subsample, stratified split, numeric columns min-max scaled with the training split's
-ranges, categorical columns one-hot encoded with every level, all divided by sqrt(g + 1) with an
-intercept 1/sqrt(g + 1), so ||x||_2 <= 1 for every row and the labels are +-1 by construction.
+The table goes through the same preprocessing as the UCI data (preprocess.py;
+docs/methods/conventions.md, Preprocessing): missing values dropped (or imputed from the training
+split), constant columns dropped, optional `n` subsample, stratified split, numeric columns min-max
+scaled with the training split's ranges, categorical columns one-hot encoded with every level, all
+divided by sqrt(g + 1) with an intercept 1/sqrt(g + 1), so ||x||_2 <= 1 for every row and the labels
+are +-1 by construction.
 
 Options (each a `Param` of the loader below):
 

@@ -52,10 +52,10 @@ Data-set notes (choices; see also preprocess.py):
   `is_host_login` are constant (0) in this file and are dropped by the generic constant-column
   rule. Heavy-tailed byte counts are min-max scaled as the recipe says (no log transform).
 * breast_cancer (Wisconsin Original): id dropped; 9 integer features 1..10 scaled with their
-  public range [1, 10] (§0.3 prefers public metadata); class 4 (malignant) = +1. Paper 003
+  public range [1, 10] (public metadata rather than data-dependent ranges); class 4 (malignant) = +1. Paper 003
   reports 699 rows, i.e. it did not drop the 16 rows with `?` in bare_nuclei; the default here
-  follows §0.3 (drop -> 683); option `missing="impute"` keeps all 699 and fills the gap with the
-  training-split median.
+  follows the recipe (drop -> 683; docs/methods/conventions.md, Preprocessing); option
+  `missing="impute"` keeps all 699 and fills the gap with the training-split median.
 * iris: one-vs-rest with option `positive_class` (default `virginica`). Paper 003 does not say
   which class it used. setosa-vs-rest is linearly separable (the unregularised logistic loss has
   no minimiser and every method reaches 100 %); versicolor-vs-rest is not linearly separable at
@@ -321,7 +321,7 @@ uci_dataset(UciSpec(
     description="Breast Cancer Wisconsin (Original): malignant (class 4) vs benign",
     citation="UCI id 15 (Wolberg & Mangasarian 1990); paper 003 (699 rows)",
     options=(option("missing", str, "drop", "rows with a missing value (16, all in bare_nuclei): drop them "
-                    "(§0.3, 683 rows) or impute the training-split median (all 699 rows)",
+                    "(the recipe's default, 683 rows) or impute the training-split median (all 699 rows)",
                     choices=("drop", "impute"), paper="paper 003 §6 reports 699 rows"),),
 ))
 

@@ -2,7 +2,7 @@
 
 Every model is a `Model` (base.py): a loss over a flat float64 parameter vector theta whose
 per-example functions are of the data loss only, the L2 term (l2/2)||theta||^2 being added by
-`loss` / `grad` / `hvp` / `hessian` (ALGORITHMS.md §0.2: that regularised loss is L_ref).
+`loss` / `grad` / `hvp` / `hessian` (that regularised loss is L_ref; docs/methods/conventions.md, Optimality gap).
 A model class declares itself with the `model(...)` decorator (base.py); its options are the
 annotated keyword arguments of its `__init__` after `n_features`. Importing this package imports
 every module in it, so a model is one file.

@@ -1,4 +1,4 @@
-"""The Model contract (DESIGN.md, Contracts): a loss over a flat parameter vector theta.
+"""The Model contract: a loss over a flat parameter vector theta (docs/contributing.md, Components).
 
 Conventions every model follows:
 * `per_example_losses` / `per_example_grads` are of the *data* loss l(theta; x_i, y_i) only.
@@ -6,7 +6,8 @@ Conventions every model follows:
   `grad` (and `hvp`, `hessian`) but not by the per-example functions, so a private algorithm
   clips and noises only the data part and adds `reg_grad(theta)` afterwards (post-processing).
   loss(theta) = mean_i l(theta; z_i) + reg(theta); grad = mean_i per_example_grads + reg_grad.
-* This regularised loss is the reference objective L_ref of ALGORITHMS.md §0.2: optimality
+* This regularised loss is the reference objective L_ref (docs/methods/conventions.md,
+  Optimality gap): optimality
   gaps are measured against it for every algorithm.
 """
 
@@ -38,14 +39,15 @@ class Model:
     task: str = "classification"  # or "regression"
     convex: bool = True  # is the loss convex in theta (decides which guarantees are valid)
     #: Bound G on the per-example *data*-loss gradient norm for rows with ||x||_2 <= 1
-    #: (ALGORITHMS.md §0, "G"); None when no global bound exists (then clip).
+    #: (docs/methods/conventions.md, "G"); None when no global bound exists (then clip).
     lipschitz: float | None = None
     #: Bound beta_s on the per-example *data*-loss Hessian norm for rows with ||x||_2 <= 1
-    #: (ALGORITHMS.md §0, "beta_s"); None when no global bound exists. The regularised loss
+    #: (docs/methods/conventions.md, "beta_s"); None when no global bound exists. The regularised loss
     #: adds l2 to it (and is l2-strongly convex when `convex`).
     smoothness: float | None = None
-    #: The row norm ||x||_2 that `lipschitz` and `smoothness` assume (ALGORITHMS.md §0): a mechanism
-    #: that calibrates noise from them projects its rows onto this ball first (`bounded_rows`).
+    #: The row norm ||x||_2 that `lipschitz` and `smoothness` assume (docs/methods/conventions.md,
+    #: Preprocessing): a mechanism that calibrates noise from them projects its rows onto this ball
+    #: first (`bounded_rows`).
     ROW_NORM_BOUND = 1.0
 
     def __init__(self, n_features: int, l2: float = 0.0):

@@ -1,7 +1,7 @@
 """Linear models: L2-regularised logistic regression and ridge (squared-loss) regression.
 
 theta in R^d is the weight vector; there is no separate bias because the preprocessed data carry
-an intercept feature (ALGORITHMS.md §0.3). Everything is O(n d) per call: the (n, d) matrix of
+an intercept feature (docs/methods/conventions.md, Preprocessing). Everything is O(n d) per call: the (n, d) matrix of
 per-example gradients is only formed by `per_example_grads`, never by the gradient, the
 Hessian-vector product or the clipped gradient sum.
 
@@ -98,23 +98,23 @@ class _GLM(Model):
 
 @model(description="L2-regularised logistic regression, log(1+exp(-y theta.x)) + (l2/2)||theta||^2; "
                    "no separate bias (data carry an intercept feature)",
-       citation="ALGORITHMS.md §0; [S0] Kang et al. (PIDP-SGD) §7; [S3] Kang et al. (input "
-                "perturbation) §6; [S4] Wang et al. ICML 2020 §6",
+       citation="paper 000 (Kang et al., PIDP-SGD) §7; paper 003 (Kang et al., input "
+                "perturbation) §6; paper 004 (Wang et al., ICML 2020) §6",
        linear=True)
 class LogisticRegression(_GLM):
-    """L2-regularised logistic regression (ALGORITHMS.md §0).
+    """L2-regularised logistic regression (docs/methods/conventions.md).
 
     Data loss l(theta; x, y) = log(1 + exp(-y <theta, x>)), y in {-1, +1}, computed as
     np.logaddexp(0, -m) with margin m = y <theta, x> (no overflow). With phi(z) = l:
     phi'(z) = -y expit(-m), phi''(z) = y^2 expit(m) expit(-m) <= 1/4.
 
-    Constants for rows with ||x|| <= 1 (ALGORITHMS.md §0): the per-example data gradient has norm
-    expit(-m) ||x|| <= 1 (`lipschitz` G = 1) and its Hessian is expit(m) expit(-m) x x^T
-    <= (1/4) x x^T (`smoothness` beta_s = 1/4). With the L2 term and ||theta|| <= r:
+    Constants for rows with ||x|| <= 1 (docs/methods/conventions.md, Preprocessing): the per-example
+    data gradient has norm expit(-m) ||x|| <= 1 (`lipschitz` G = 1) and its Hessian is
+    expit(m) expit(-m) x x^T <= (1/4) x x^T (`smoothness` beta_s = 1/4). With the L2 term and ||theta|| <= r:
     G = 1 + l2 r, beta_s = 1/4 + l2, strong convexity mu = l2.
 
-    Default l2 = 1e-4: the reference objective L_ref (ALGORITHMS.md §0.2) must be strictly convex
-    with an attained minimum, which fails for l2 = 0 on (nearly) separable data (L* -> 0 only as
+    Default l2 = 1e-4: the reference objective L_ref (docs/methods/conventions.md, Optimality gap)
+    must be strictly convex with an attained minimum, which fails for l2 = 0 on (nearly) separable data (L* -> 0 only as
     ||theta|| -> infinity). Set l2 = 0 only on data known to be non-separable.
     """
 
@@ -139,19 +139,17 @@ class LogisticRegression(_GLM):
 
 
 @model(description="ridge regression, (theta.x - y)^2 (no 1/2, as in [S4]) + (l2/2)||theta||^2",
-       citation="[S4] Wang, Xiao, Devadas, Xu, DP-SCO with heavy-tailed data, ICML 2020, §1 and §6; "
-                "ALGORITHMS.md §10.7",
+       citation="[S4] Wang, Xiao, Devadas, Xu, DP-SCO with heavy-tailed data, ICML 2020, §1 and §6",
        linear=True)
 class RidgeRegression(_GLM):
     """Ridge regression with the squared loss of [S4] (Wang, Xiao, Devadas, Xu, ICML 2020).
 
     Data loss l(theta; x, y) = (<theta, x> - y)^2 -- *without* a factor 1/2, exactly as [S4] §1
-    writes it ("the linear squared loss l(w, x, y) = (w^T x - y)^2") and ALGORITHMS.md §10.7
-    repeats it. Keeping the paper's scaling matters because [S4]'s algorithms act on the gradient
-    coordinates themselves (Alg. 3 needs the range [a, b] of E grad_j l, Alg. 4 the second-moment
-    bound v of grad_j l): per-example gradient 2 (<theta, x> - y) x, Hessian 2 x x^T.
-    Model L2 term (l2/2)||theta||^2 with default l2 = 1e-3 (ALGORITHMS.md §10.7; [S4] does not
-    give lambda).
+    writes it ("the linear squared loss l(w, x, y) = (w^T x - y)^2"). Keeping the paper's scaling
+    matters because [S4]'s algorithms act on the gradient coordinates themselves (Alg. 3 needs the
+    range [a, b] of E grad_j l, Alg. 4 the second-moment bound v of grad_j l): per-example gradient
+    2 (<theta, x> - y) x, Hessian 2 x x^T. Model L2 term (l2/2)||theta||^2 with default l2 = 1e-3
+    ([S4] §6 says "ridge" and does not give lambda).
 
     The gradient is not globally bounded (`lipschitz` = None; that is the point of the
     heavy-tailed setting); `smoothness` = 2 holds for rows with ||x|| <= 1 (beta_s = 2 max ||x||^2

@@ -1,4 +1,5 @@
-"""One-hidden-layer perceptron with a logistic output: the MLP of [S0]/[S3] (ALGORITHMS.md §0.4).
+"""One-hidden-layer perceptron with a logistic output: the MLP of papers 000 and 003
+(docs/methods/conventions.md, The MLP).
 
 Network (per row x in R^d, labels y in {-1, +1}):
 
@@ -7,11 +8,12 @@ Network (per row x in R^d, labels y in {-1, +1}):
     u = w2 . a + b2                 output score (`decision_function`)
     l = log(1 + exp(-y u))          data loss, np.logaddexp(0, -y u)
 
-[S0 §7]/[S3 §6] say "one hidden layer whose size equals the input layer", so `hidden` defaults to
-d; they do not name the activation. We use tanh (option `activation`, also "softplus"): it is
-smooth, so the Hessian that PIDP-SGD and the Hessian tests need exists everywhere (ReLU would
+Papers 000 (§7) and 003 (§6) say "one hidden layer whose size equals the input layer", so `hidden`
+defaults to d; they do not name the activation. We use tanh (option `activation`, also "softplus"):
+it is smooth, so the Hessian that PIDP-SGD and the Hessian tests need exists everywhere (ReLU would
 make it undefined on the kinks). The loss is not convex (`convex = False`) and not globally
-Lipschitz (`lipschitz = None`): gradient methods must clip per-example gradients (§0.4).
+Lipschitz (`lipschitz = None`): gradient methods must clip per-example gradients
+(docs/methods/conventions.md, The MLP).
 
 Flat parameters theta = [W1 (h x d, row-major), b1 (h), w2 (h), b2 (1)], so
 n_params = h d + 2 h + 1 (= d^2 + 2d + 1 at the default width; Adult d = 105 -> 11,236).
@@ -77,13 +79,13 @@ _ACTIVATION_CODES = {"tanh": mlp_kernels.TANH, "softplus": mlp_kernels.SOFTPLUS}
 
 @model(description="one hidden layer (width `hidden`, None = n_features), smooth activation "
                    f"({' | '.join(ACTIVATIONS)}), logistic output; non-convex",
-       citation="ALGORITHMS.md §0.4; [S0] Kang et al. §7; [S3] Kang et al. §6")
+       citation="paper 000 (Kang et al., PIDP-SGD) §7; paper 003 (Kang et al., input perturbation) §6")
 class MLP(Model):
     """One hidden layer (width `hidden`, default n_features), smooth activation, logistic output.
 
     `init`: Glorot/Xavier-uniform weights (Glorot & Bengio 2010), W1 ~ U(+-sqrt(6/(d+h))),
-    w2 ~ U(+-sqrt(6/(h+1))), zero biases -- the Keras default for Dense layers, which [S0]/[S3]
-    most likely used; they do not state it.
+    w2 ~ U(+-sqrt(6/(h+1))), zero biases -- the Keras default for Dense layers, which papers
+    000 and 003 most likely used; they do not state it.
 
     Dense Hessian only when n_params <= `max_hessian_params` (6000 -> a 6000 x 6000 float64
     matrix is 288 MB, plus a bounded chunk buffer); above that `data_hessian` raises and callers

@@ -1,6 +1,6 @@
 """Privacy accounting for dpbench (pure maths: no file I/O, no configuration).
 
-What is here (ALGORITHMS.md sections 1, 12):
+What is here (docs/accounting.md):
 
 * DP-SGD accounting: the Poisson-subsampled Gaussian mechanism (add/remove-one adjacency)
   composed over ``steps`` iterations, evaluated with the ``dp_accounting`` library as the
@@ -89,11 +89,12 @@ All returned z satisfy target*(1 - 1e-3) <= eps(z) <= target.  RDP is always wel
 second.  PLD is slow only for batch-1 DP-SGD with ~1e5 steps at eps 0.1-3 (3-22 s, ~1 GB: a
 single PLD evaluation there costs 1-4 s); calibrations are cached per (eps, delta, q, T), so
 this is paid once per cell, not per seed.  The table above was measured with the library's
-accountant; for q < 1 each PLD evaluation now builds the same PLD through `pld_gaussian` (the
-library's construction with its per-grid-point Python loop vectorised): measured 20.7 -> 7.8 s
-for q = 1/27134, T = 27134, eps = 0.1 and 18.5 -> 8.5 s for q = 1/42000, T = 42000, eps = 0.15
-(the same z to ~1e-8 relative; `dpbench bench --suite accounting`).  If that is too slow, calibrate with "rdp" and
-report "pld" -- but note that in that regime RDP needs 1.1-2.8x more noise than PLD.
+accountant; for q < 1 each PLD evaluation builds the same PLD through `pld_gaussian` (the
+library's construction with its per-grid-point Python loop vectorised), the same z to ~1e-8
+relative: 7.8 s against the library's 20.7 s for q = 1/27134, T = 27134, eps = 0.1, and 8.5 s
+against 18.5 s for q = 1/42000, T = 42000, eps = 0.15 (`dpbench bench --suite accounting`;
+docs/speed.md).  If that is too slow, calibrate with "rdp" and report "pld" -- but note that in
+that regime RDP needs 1.1-2.8x more noise than PLD.
 """
 
 from __future__ import annotations
@@ -571,7 +572,7 @@ def gdp_epsilon(mu: float, delta: float) -> float:
 def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
     """Smallest std s such that N(0, s^2) added to an L2-sensitivity-Delta query is (eps, delta)-DP.
 
-    Balle & Wang (2018), ALGORITHMS section 12.3: the condition is
+    Balle & Wang (2018; docs/accounting.md, Analytic Gaussian): the condition is
     Phi(Delta/(2s) - eps s/Delta) - e^eps Phi(-Delta/(2s) - eps s/Delta) <= delta, solved by
     bisection (relative precision 1e-14); the returned s always satisfies it.  Valid for all eps > 0.
     """
@@ -584,7 +585,7 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1
 def gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0, steps: int = 1) -> float:
     """Exact epsilon of ``steps`` Gaussian releases (std ``sigma``, L2 sensitivity ``sensitivity``).
 
-    They compose exactly to mu-GDP with mu = sqrt(steps) * sensitivity / sigma (ALGORITHMS 12.2).
+    They compose exactly to mu-GDP with mu = sqrt(steps) * sensitivity / sigma (Dong, Roth, Su 2019).
     """
     s = positive("sigma", sigma)
     d = _delta(delta)
@@ -622,8 +623,9 @@ def pidp_contribution_sigma(lipschitz: float, rounds: int, n: int, zeta: float, 
     ||H^-1|| <= 1/zeta), each of the R rounds is charged (eps2/R, delta2/R) through the classical
     Gaussian mechanism, and the rounds add up by basic composition; so this *is*
     classical_gaussian_sigma at that sensitivity and budget (c' = 2 sqrt 2 comes out of it). The
-    classical mechanism is only proven for eps2/R < 1, and ALGORITHMS.md §4.3 explains why charging
-    only R rounds is itself wrong: this reproduces the paper's number, it certifies nothing.
+    classical mechanism is only proven for eps2/R < 1, and charging only R rounds is itself wrong
+    (the noise is drawn at every step; docs/methods/pidp.md, Privacy, item 5): this reproduces the
+    paper's number, it certifies nothing.
     """
     if isinstance(rounds, bool) or int(rounds) != rounds or rounds < 1:
         raise ValueError(f"rounds must be an integer >= 1, got {rounds!r}")
@@ -637,7 +639,7 @@ def paper_dpsgd_sigma(lipschitz: float, steps: int, n: int, epsilon: float, delt
     """[S0] eq. (2): sigma = c G sqrt(T log(1/delta)) / (n eps).
 
     The paper never gives c, and the formula is Abadi's asymptotic bound outside its validity
-    regime (ALGORITHMS section 1): for reference only; calibrate with :func:`calibrate_dpsgd_noise`.
+    regime (docs/methods/dpsgd.md, Privacy): for reference only; calibrate with :func:`calibrate_dpsgd_noise`.
     """
     g = positive("lipschitz", lipschitz)
     t = _steps(steps)
@@ -649,12 +651,13 @@ def paper_dpsgd_sigma(lipschitz: float, steps: int, n: int, epsilon: float, delt
 
 
 def zcdp_to_dp(rho: float, delta: float) -> float:
-    """rho-zCDP => (rho + 2 sqrt(rho ln(1/delta)), delta)-DP (Bun & Steinke 2016; ALGORITHMS 12.4).
+    """rho-zCDP => (rho + 2 sqrt(rho ln(1/delta)), delta)-DP (Bun & Steinke 2016).
 
-    This is the closed form used for the section 12.2 reference numbers.  dp_accounting has no
-    standalone zCDP->DP function; its RdpAccountant accepts ``ZCDpEvent(rho)`` (RDP rho*alpha)
-    and applies the improved RDP->DP conversion, which is tighter (measured at delta = 1e-5:
-    0.51x this value at rho = 1e-6, 0.66x at 1e-4, 0.79x at 1e-2, 0.89x at 0.5, 0.94x at 5).
+    This is the closed form of the zCDP route for full-batch Gaussian steps
+    (rho = T Delta^2/(2 s^2)). dp_accounting has no standalone zCDP->DP function; its RdpAccountant accepts
+    ``ZCDpEvent(rho)`` (RDP rho*alpha) and applies the improved RDP->DP conversion, which is tighter
+    (measured at delta = 1e-5: 0.51x this value at rho = 1e-6, 0.66x at 1e-4, 0.79x at 1e-2, 0.89x
+    at 0.5, 0.94x at 5).
     """
     r = positive("rho", rho)
     d = _delta(delta)

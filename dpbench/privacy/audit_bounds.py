@@ -1,7 +1,8 @@
 """Statistics of the multi-run distinguishing game: epsilon lower bounds from two score samples.
 
-ALGORITHMS.md §11.1 (Jagielski, Ullman, Oprea 2020; Nasr et al. 2021). A mechanism M is run
-N0 times on D0 and N1 times on a neighbour D1 and each output gets a scalar score s. A test
+Jagielski, Ullman, Oprea 2020; Nasr et al. 2021 (docs/audits.md, The multi-run distinguishing
+game). A mechanism M is run N0 times on D0 and N1 times on a neighbour D1 and each output gets a
+scalar score s. A test
 "(threshold tau, direction)" says "D1" when s > tau (direction +1) or s < tau (direction -1):
 
   FPR = P[test says D1 | D0],   FNR = P[test says D0 | D1].
@@ -10,10 +11,10 @@ N0 times on D0 and N1 times on a neighbour D1 and each output gets a scalar scor
   1 - FNR <= e^eps FPR + delta   and   1 - FPR <= e^eps FNR + delta,
 so with one-sided Clopper-Pearson upper bounds U_FPR, U_FNR at level alpha/2 each (joint
 confidence 1 - alpha by the union bound)
-  eps >= max{ ln((1 - delta - U_FNR) / U_FPR), ln((1 - delta - U_FPR) / U_FNR) }      (§11.1 step 5)
+  eps >= max{ ln((1 - delta - U_FNR) / U_FPR), ln((1 - delta - U_FPR) / U_FNR) }
 (a term whose numerator is <= 0 refutes nothing and is dropped; the bound is >= 0).
 
-The test must be fixed before the counts that enter the bound are seen (§11.1 step 6): the
+The test must be fixed before the counts that enter the bound are seen: the
 threshold is chosen on a *selection* half of the runs (`choose_threshold`) and the rates are
 counted on the other, *evaluation*, half (`evaluate_threshold`); `audit_scores` does both with
 a fixed split. Maximising the bound over thresholds on the same runs that estimate the rates
@@ -61,7 +62,7 @@ def clopper_pearson_upper(k, n, alpha: float):
     """One-sided Clopper-Pearson upper confidence bound on a binomial rate, at level `alpha`.
 
     U(k, n) = beta.ppf(1 - alpha, k + 1, n - k), and U = 1 when k = n: P[p <= U] >= 1 - alpha.
-    ALGORITHMS.md §11.1 step 4 calls this with alpha/2 for each of FPR and FNR. Vectorised over
+    The audit bound calls this with alpha/2 for each of FPR and FNR (union bound). Vectorised over
     k and n (numpy broadcasting); a float for scalar input.
     """
     a = _check_alpha(alpha)
@@ -87,7 +88,7 @@ def epsilon_lower_bound(fp, n0, fn, n1, delta: float, alpha: float = 0.05):
     """Epsilon lower bound with confidence 1 - alpha from fp of n0 false positives, fn of n1 false negatives.
 
     max{ ln((1 - delta - U_FNR)/U_FPR), ln((1 - delta - U_FPR)/U_FNR), 0 } with Clopper-Pearson
-    upper bounds at alpha/2 each (ALGORITHMS.md §11.1 step 5). 0 when nothing is refuted.
+    upper bounds at alpha/2 each. 0 when nothing is refuted.
     Vectorised; a float for scalar input.
     """
     d = _check_delta(delta)
@@ -103,7 +104,7 @@ def epsilon_lower_bound(fp, n0, fn, n1, delta: float, alpha: float = 0.05):
 def audit_ceiling(n, delta: float, alpha: float = 0.05, n1=None) -> float:
     """The largest bound n (and n1, default n) evaluation runs a side can give: zero errors.
 
-    ~ ln(n / 3.69) at alpha = 0.05 (ALGORITHMS.md §11.1, "Ceiling").
+    ~ ln(n / 3.69) at alpha = 0.05: U(0, n) ~ ln(2/alpha)/n, so an audit cannot refute claims above it.
     """
     return float(epsilon_lower_bound(0, n, 0, n if n1 is None else n1, delta, alpha))
 
@@ -222,7 +223,7 @@ def choose_threshold_gaussian(scores0, scores1, n0: int, n1: int, delta: float, 
     both means, both directions. The normals only *choose* the test: its error rates are then
     counted on the evaluation runs (`evaluate_threshold`), so the bound does not depend on the
     scores being normal; when they are (a white-box statistic of full-batch Gaussian steps,
-    ALGORITHMS.md §11.4), a tenth of the runs fits the normals well enough and nine tenths count,
+    Nasr et al. 2023), a tenth of the runs fits the normals well enough and nine tenths count,
     instead of half and half with a threshold chosen among the few runs in a tail.
     """
     s0, s1 = _clean(scores0), _clean(scores1)
@@ -337,7 +338,7 @@ def audit_scores(scores0, scores1, delta: float, alpha: float = 0.05, *, rule: s
 
 def audit_scalar_gaussian(epsilon: float, delta: float, trials: int, rng: np.random.Generator,
                           alpha: float = 0.05) -> ScoreAudit:
-    """Harness check (ALGORITHMS.md §11.3): audit the 1-D Gaussian mechanism f(D) + N(0, s^2).
+    """Harness check (docs/audits.md, What a bound means): audit the 1-D Gaussian mechanism f(D) + N(0, s^2).
 
     f(D0) = 0, f(D1) = 1 (sensitivity 1), s = the analytic-Gaussian std for (epsilon, delta)
     (Balle & Wang 2018), so the mechanism is exactly (epsilon, delta)-DP and tight: a sound

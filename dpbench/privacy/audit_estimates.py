@@ -1,8 +1,8 @@
 """What an audit reports beside its rigorous bound: the white-box statistic and two estimates of epsilon.
 
-ALGORITHMS.md §11.4 (Nasr, Hayes, Steinke, Balle, Tramer, Jagielski, Carlini, Terzis, "Tight
-Auditing of Differentially Private Machine Learning", USENIX Security 2023; Dong, Roth, Su,
-"Gaussian Differential Privacy", 2019). Pure maths, no I/O.
+Nasr, Hayes, Steinke, Balle, Tramer, Jagielski, Carlini, Terzis, "Tight Auditing of Differentially
+Private Machine Learning", USENIX Security 2023; Dong, Roth, Su, "Gaussian Differential Privacy",
+2019 (docs/audits.md, Threat models and Estimates beside the bound). Pure maths, no I/O.
 
 * `step_log_likelihood_ratio`: the Neyman-Pearson statistic of one noisy step seen along the
   canary direction. Under side h the adversary observes z = b * a_h + N(0, s^2) with

@@ -4,11 +4,12 @@ One formula per function; each docstring cites the equation it implements. No I/
 randomness. Every function validates its arguments and raises ValueError with a one-line reason.
 
 * [S3] = paper 003 (Kang et al., "Input Perturbation: a new paradigm between central and local
-  DP"), Theorems 1 and 3 -- ALGORITHMS.md §5;
-* KST12 = Kifer, Smith, Thakurta, COLT 2012, Gaussian objective perturbation -- ALGORITHMS.md §6
-  (constants also quoted in [S3] Table 1 row [29]);
+  DP"), Theorems 1 and 3 (docs/methods/input-perturbation.md);
+* KST12 = Kifer, Smith, Thakurta, COLT 2012, Gaussian objective perturbation
+  (docs/methods/objective-perturbation.md; constants also quoted in [S3] Table 1 row [29]);
 * [S2] = paper 002 (CS325 lecture 17 notes), Theorem 17.4 quoting Zhang, Zheng, Mou, Wang 2017
-  (ZZMW), and the [D] contraction bound of ALGORITHMS.md §7.
+  (ZZMW), and the contraction bound derived in `output_gd_sensitivity`
+  (docs/methods/output-perturbation.md).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def input_perturbation_variance(G: float, T: int, n: int, epsilon: float, delta:
         sigma^2 = c G^2 T log(1/delta) / (n (n - 1) eps^2)
     c is "some constant" that [S3] never gives (proof, eqs. (29)-(32): it also absorbs the factor
     sqrt(2 (l(theta_T) - l*)) that tends to 0 at convergence). log is natural. This reproduces the
-    paper's number; ALGORITHMS.md §5/§14.3 explain why it certifies nothing.
+    paper's number; it certifies nothing (docs/methods/input-perturbation.md, Privacy).
     """
     g = positive("G", G)
     t = integer("T", T, 1)
@@ -55,7 +56,7 @@ def input_perturbation_variance(G: float, T: int, n: int, epsilon: float, delta:
 
 # ---- KST12 Gaussian objective perturbation -------------------------------------------------
 def kst_objective_variance(zeta: float, epsilon: float, delta: float) -> float:
-    """Variance beta of b ~ N(0, beta I_p) in KST12 Algorithm 1 (line 5), ALGORITHMS.md §6 step 2:
+    """Variance beta of b ~ N(0, beta I_p) in KST12 Algorithm 1 (line 5):
 
         beta = zeta^2 (8 log(2/delta) + 4 eps) / eps^2
              = 4 zeta^2 (log(4/delta^2) + eps) / eps^2   (the form of [S3] Table 1 row [29], up to O(.))
@@ -69,7 +70,7 @@ def kst_objective_variance(zeta: float, epsilon: float, delta: float) -> float:
 
 
 def kst_regulariser(lambda_H: float, epsilon: float) -> float:
-    """KST12's regulariser Delta = 2 lambda_H / eps (ALGORITHMS.md §6 step 1, taken with equality).
+    """KST12's regulariser Delta = 2 lambda_H / eps (KST12 Algorithm 1, taken with equality).
 
     lambda_H bounds the eigenvalues of every per-example Hessian (logistic loss: 1/4, so
     Delta = 1/(2 eps)). In the objective it appears as (Delta / (2n)) ||theta||^2.
@@ -86,7 +87,7 @@ def kst_replace_one_epsilon(epsilon: float) -> float:
 
     log(1 + eps/2) bounds the log Jacobian ratio (<= log(1 + lambda_H / Delta)), eps bounds the
     Gaussian part for a gradient shift of 2 zeta (one record replaced). Derivation in the docstring
-    of `dpbench.algorithms.objective_perturbation`; ALGORITHMS.md §6.
+    of `dpbench.algorithms.objective_perturbation`.
     """
     eps = positive("epsilon", epsilon)
     return eps + math.log1p(eps / 2.0)
@@ -118,7 +119,7 @@ def kst_internal_epsilon(target_epsilon: float) -> float:
 
 # ---- output perturbation of full-batch GD --------------------------------------------------
 def output_gd_sensitivity(G: float, n: int, mu: float, lr: float, T: int) -> float:
-    """L2 sensitivity (replace-one) of theta_T of T projected full-batch GD steps, ALGORITHMS.md §7 [D].
+    """L2 sensitivity (replace-one) of theta_T of T projected full-batch GD steps (derived below).
 
     mu > 0 (F mu-strongly convex, beta-smooth, lr <= 2/(beta + mu)):
         Delta_T = (2 lr G / n) sum_{s<T} (1 - lr mu)^s = (2 G / (n mu)) (1 - (1 - lr mu)^T) <= 2G/(n mu)

@@ -31,7 +31,7 @@ def laplace_norm_noise(rng: np.random.Generator, dim: int, scale: float) -> np.n
 
     In polar coordinates the radius has density proportional to r^(dim-1) exp(-r/scale),
     i.e. ||k|| ~ Gamma(shape=dim, scale=scale), and the direction is uniform on the
-    sphere (ALGORITHMS.md section 2, the Bolt-on / Chaudhuri et al. sampler).
+    sphere (the sampler of Chaudhuri, Monteleoni, Sarwate 2011 that Bolt-on uses; docs/methods/bolt-on.md).
     """
     if isinstance(dim, bool) or int(dim) != dim or dim < 1:
         raise ValueError(f"dim must be an integer >= 1, got {dim!r}")

@@ -2,46 +2,46 @@
 
 [S4] = paper 004, Wang, Xiao, Devadas, Xu, "On differentially private stochastic convex
 optimization with heavy-tailed data", ICML 2020, §5 eqs. (5)-(12), Algorithm 4, Theorems 6-8;
-ALGORITHMS.md §10.4-§10.6 and §12.4. No I/O, no randomness; numpy-vectorised; arguments are
-validated with one-line ValueErrors.
+the zCDP conversion is Bun & Steinke 2016 (docs/methods/heavy-tailed.md, Algorithm 4 and
+Catoni-Giulini correction). No I/O, no randomness; numpy-vectorised; arguments are validated with
+one-line ValueErrors.
 
 The estimator (one coordinate, samples x_1..x_n; [S4] eqs. (5)-(8)):
     x_hat = (s/n) sum_i E_eta phi(x_i (1 + eta_i) / s),  eta_i ~ N(0, 1/beta_m),
 with phi the Catoni-Giulini influence function ([S4] eq. (6))
     phi(y) = y - y^3/6 on [-sqrt2, sqrt2],  +2sqrt2/3 for y > sqrt2,  -2sqrt2/3 for y < -sqrt2.
 x_i (1 + eta_i)/s = a_i + b_i xi with a_i = x_i/s, b_i = |x_i|/(s sqrt(beta_m)), xi ~ N(0, 1), so
-x_hat = (s/n) sum_i E phi(a_i + b_i xi) (ALGORITHMS §10.5; the multiplicative noise is
+x_hat = (s/n) sum_i E phi(a_i + b_i xi) ([S4] eq. (9); the multiplicative noise is
 integrated out analytically, never sampled). Because |phi| <= 2sqrt2/3, each summand is at most
 (2sqrt2/3) s in absolute value, whatever the data: that bound is the whole privacy argument.
 
-Numerics of E phi(a + b xi) (`catoni_expectation`). ALGORITHMS §10.5's direct form (truncated
-normal moments on [l, u] = [(-sqrt2 - a)/b, (sqrt2 - a)/b] plus the two tails) is accurate to
-~1e-16 for b < 1 but cancels catastrophically for large b: its terms a^3 M0, 3a^2 b M1, ... are
-of order b^2 while the sum is O(1), so the absolute error grows like 1e-16 b^2 (measured against
-50-digit quadrature: 2e-14 at b = 10, 3e-8 at b = 1e3, 3e-5 at b = 1e4, 37 at b = 1e6). Here b
-is proportional to |a| (b = |a|/sqrt(beta_m)), so one outlying gradient coordinate hits that
-regime. We therefore evaluate the *same integral*
+Numerics of E phi(a + b xi) (`catoni_expectation`). The direct form (truncated normal moments on [l,
+u] = [(-sqrt2 - a)/b, (sqrt2 - a)/b] plus the two tails; docs/methods/heavy-tailed.md,
+Catoni-Giulini correction) is accurate to ~1e-16 for b < 1 but cancels catastrophically for large b:
+its terms a^3 M0, 3a^2 b M1, ... are of order b^2 while the sum is O(1), so the absolute error grows
+like 1e-16 b^2 (measured against 50-digit quadrature: 2e-14 at b = 10, 3e-8 at b = 1e3, 3e-5 at b =
+1e4, 37 at b = 1e6). Here b is proportional to |a| (b = |a|/sqrt(beta_m)), so one outlying gradient
+coordinate hits that regime. We therefore evaluate the *same integral*
     E phi(a + b xi) = int_{-sqrt2}^{sqrt2} (y - y^3/6) N(y; a, b^2) dy + (2sqrt2/3)(Phi(-u) - Phi(l))
 as follows (all branches agree to < 1e-14 where they overlap; measured max error against
 50-digit mpmath quadrature on a grid of b in {0, 1e-13, ..., 1e9}, |a| up to 1e9: 2.2e-16):
-* b < 1e-12: phi(a) (the b -> 0 limit, ALGORITHMS §10.5 "Limits");
+* b < 1e-12: phi(a) (the b -> 0 limit);
 * |a| - sqrt2 > 40 b: sign(a) 2sqrt2/3 (no mass inside the interval to double precision);
 * |a| <= sqrt2 - 10 b (the interval holds the Gaussian up to 10 standard deviations): the
   polynomial a (1 - b^2/2) - a^3/6 ([S4] eq. (9) with C = 0; the omitted tail terms are
   < 1e-21);
-* b < 1: the direct moment form of ALGORITHMS §10.5;
+* b < 1: the direct moment form;
 * b >= 1: the interval integral by 16-node Gauss-Legendre quadrature in y on [-sqrt2, sqrt2]
   (the normal density of std b >= 1 is smooth there: exact to rounding), tails in closed form.
-Oddness in a is enforced (computed for |a|, then signed), which also keeps every normal CDF in
-its accurate lower tail. The result is clipped to [-2sqrt2/3, 2sqrt2/3] (ALGORITHMS §10.4: a
-rounding excess must never break the sensitivity bound).
+Oddness in a is enforced (computed for |a|, then signed), which also keeps every normal CDF in its
+accurate lower tail. The result is clipped to [-2sqrt2/3, 2sqrt2/3] (a rounding excess must never
+break the sensitivity bound of [S4] §5 after eq. (11)).
 
-Disagreements and corrections (for the integrator's note):
-0. ALGORITHMS §10.5 calls its direct form "numerically stable" and recommends it for code; it is
-   stable only for moderate b (its checks went to |a| <= 10, b <= 5). In the estimator b grows
-   with |u|/s, and at |u|/s = 1e4 the direct form is off by 3e-5, at 1e6 by 37 (the clip then
-   keeps privacy but returns a wrong value). Hence the quadrature branch above for b >= 1; the
-   closed form C(a, b) has the same cancellation (2.4e-5 off at a = 1e4).
+Where the paper, or the usual closed forms, need a correction:
+0. The direct form is stable only for moderate b. In the estimator b grows with |u|/s, and at |u|/s
+   = 1e4 the direct form is off by 3e-5, at 1e6 by 37 (the clip then keeps privacy but returns a
+   wrong value). Hence the quadrature branch above for b >= 1; the closed form C(a, b) has the same
+   cancellation (2.4e-5 off at a = 1e4).
 1. [S4] §5 below eq. (6) prints |phi(x)| <= 2sqrt2/2; the bound (used in the sensitivity
    (4sqrt2/3) s/n right after eq. (11)) is 2sqrt2/3.
 2. beta_m: [S4] Alg. 4 line 1 sets beta = log(1/delta'), while Lemma 3 (quoting Holland 2019,
@@ -49,14 +49,15 @@ Disagreements and corrections (for the integrator's note):
    are offered (`robust_beta`; Alg. 4's is the default in the algorithms), privacy does not
    depend on it. [S4] also uses beta for the smoothness (eta = 1/beta): called beta_m here.
 3. [S4] Alg. 4 / eq. (10) calls it "the robust gradient by (7)-(9)" and uses C(a, b) from an
-   appendix that is not available; we use ALGORITHMS §10.5's closed form (verified here against
-   Monte Carlo and the direct form in tests/test_robust_mean.py).
+   appendix that is not available; we use the closed form C = [F(a - sqrt2, b) - F(-a - sqrt2, b)]/6
+   (`catoni_correction`, checked against Monte Carlo and the direct form in
+   tests/privacy/test_robust_mean.py).
 4. sigma of [S4] Alg. 4, sigma^2 = 8 v d T / (9 log(1/delta') n eps_tilde), and eps_tilde =
    (sqrt(log(1/delta) + eps) - sqrt(log(1/delta)))^2 are correct as printed: with the per-step
    L2 sensitivity Delta = (4sqrt2/3) s sqrt(d)/n, T steps are rho = T Delta^2/(2 sigma^2) =
    eps_tilde zCDP, and rho-zCDP => (rho + 2 sqrt(rho log(1/delta)), delta) = (eps, delta)-DP
-   exactly (ALGORITHMS §10.4, agreeing with the paper). [S4] eq. (12) only states
-   sigma^2 = O(s^2 log(1/delta)/(eps^2 n^2)) for the one-shot estimator.
+   exactly (Bun & Steinke 2016). [S4] eq. (12) only states sigma^2 = O(s^2 log(1/delta)/(eps^2 n^2))
+   for the one-shot estimator.
 5. eps_tilde is computed as eps^2 / (sqrt(log(1/delta) + eps) + sqrt(log(1/delta)))^2, the same
    number without the cancellation of the printed difference at small eps.
 """
@@ -114,7 +115,7 @@ def _finite_array(name: str, value) -> np.ndarray:
 
 # ---- the influence function and its Gaussian smoothing -------------------------------------
 def catoni_phi(y) -> np.ndarray:
-    """phi(y) of Catoni & Giulini ([S4] eq. (6), ALGORITHMS §10.5): y - y^3/6 on [-sqrt2, sqrt2], else +-2sqrt2/3."""
+    """phi(y) of Catoni & Giulini ([S4] eq. (6)): y - y^3/6 on [-sqrt2, sqrt2], else +-2sqrt2/3."""
     y = np.clip(np.asarray(y, dtype=np.float64), -SQRT2, SQRT2)  # phi(+-sqrt2) = +-2sqrt2/3: continuous
     return y - y**3 / 6.0
 
@@ -124,7 +125,7 @@ def _pdf(x: np.ndarray) -> np.ndarray:
 
 
 def _direct_form(x: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """ALGORITHMS §10.5 direct form for x >= 0, 1e-12 <= b < 1 (truncated-normal moments + tails)."""
+    """The direct form of E phi(x + b xi) for x >= 0, 1e-12 <= b < 1 (truncated-normal moments + tails)."""
     l = (-SQRT2 - x) / b
     u = (SQRT2 - x) / b
     pl, pu = _pdf(l), _pdf(u)
@@ -176,11 +177,11 @@ def _expectation_abs_branches(x: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def catoni_expectation(a, b) -> np.ndarray:
-    """E phi(a + b xi), xi ~ N(0, 1): [S4] eq. (9) (with eta ~ N(0, 1/beta) absorbed into b), ALGORITHMS §10.5.
+    """E phi(a + b xi), xi ~ N(0, 1): [S4] eq. (9) (with eta ~ N(0, 1/beta) absorbed into b).
 
     Equal to a(1 - b^2/2) - a^3/6 + C(a, b) (`catoni_correction`). Vectorised over broadcastable
     arrays a (any real) and b >= 0; b -> 0 gives phi(a); odd in a; clipped to [-2sqrt2/3, 2sqrt2/3].
-    Evaluation: ALGORITHMS §10.5's numerically stable direct form for b < 1, the same integral by
+    Evaluation: the direct form (truncated-normal moments) for b < 1, the same integral by
     Gauss-Legendre quadrature for b >= 1 (the moment form cancels like b^2 there); see the module
     docstring. Returns a float array (0-d for scalar inputs).
     """
@@ -195,14 +196,14 @@ def catoni_expectation(a, b) -> np.ndarray:
 
 
 def _closed_form_F(m: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """F(m, b) = E[(W^3 + 3sqrt2 W^2) 1{W > 0}], W ~ N(m, b^2), b > 0 (ALGORITHMS §10.5)."""
+    """F(m, b) = E[(W^3 + 3sqrt2 W^2) 1{W > 0}], W ~ N(m, b^2), b > 0 (a Gaussian moment in closed form)."""
     r = m / b
     return ((m**3 + 3.0 * m * b * b + 3.0 * SQRT2 * (m * m + b * b)) * ndtr(r)
             + b * (m * m + 2.0 * b * b + 3.0 * SQRT2 * m) * _pdf(r))
 
 
 def catoni_correction(a, b) -> np.ndarray:
-    """C(a, b) of [S4] eq. (9) by the closed form of ALGORITHMS §10.5: C = [F(a - sqrt2, b) - F(-a - sqrt2, b)] / 6.
+    """C(a, b) of [S4] eq. (9) in closed form: C = [F(a - sqrt2, b) - F(-a - sqrt2, b)] / 6.
 
     E phi(a + b xi) = a (1 - b^2/2) - a^3/6 + C(a, b). For b = 0, C(a, 0) = phi(a) - a + a^3/6.
     Not clipped and, like every polynomial form, subject to cancellation at large |a| or b: use
@@ -224,8 +225,8 @@ def catoni_correction(a, b) -> np.ndarray:
 def robust_mean(U, scale: float, beta: float) -> np.ndarray:
     """Column-wise robust mean (1/n) sum_i s E phi(u_ij/s + (|u_ij|/(s sqrt(beta))) xi) ([S4] eqs. (7)-(10)).
 
-    [S4] Alg. 4 step 3 / eq. (10) without the noise Z (ALGORITHMS §10.4 step 2), which is also
-    Holland's (2019) RGD estimator with the Alg. 4 constants (ALGORITHMS §10.6). U: (n, d) array of
+    [S4] Alg. 4 step 3 / eq. (10) without the noise Z, which is also Holland's (2019)
+    RGD estimator with the Alg. 4 constants (docs/methods/heavy-tailed.md, Robust GD baseline). U: (n, d) array of
     per-example gradient coordinates (or (n,) for one coordinate); scale s > 0; beta = beta_m > 0,
     the precision of the multiplicative noise eta ~ N(0, 1/beta_m). Returns shape U.shape[1:].
     Each summand is clipped to [-(2sqrt2/3) s, (2sqrt2/3) s], so replacing one row moves every
@@ -275,7 +276,7 @@ def robust_sum(U, scale: float, beta: float) -> np.ndarray:
 
 
 def robust_scale(n: int, v: float, delta_prime: float) -> float:
-    """s = sqrt(n v / (2 log(1/delta'))) ([S4] Alg. 4 line 1 and Lemma 3; ALGORITHMS §10.4 step 1).
+    """s = sqrt(n v / (2 log(1/delta'))) ([S4] Alg. 4 line 1 and Lemma 3).
 
     n: number of rows averaged (the batch size B in the minibatch variant); v: the known bound on
     E[(grad_j l(w, x))^2] ([S4] Assumption 4); delta': the failure probability of Lemma 3.
@@ -298,7 +299,7 @@ def robust_mean_sensitivity(scale: float, n: int, d: int) -> float:
     """Replace-one L2 sensitivity of the d-vector `robust_mean`: (4sqrt2/3) s sqrt(d) / n ([S4] §5 after eq. (11)).
 
     Each summand lies in [-(2sqrt2/3) s, (2sqrt2/3) s] (the clip), so one coordinate of the average
-    moves by at most (4sqrt2/3) s / n, and the d-vector by sqrt(d) times that (ALGORITHMS §10.4).
+    moves by at most (4sqrt2/3) s / n, and the d-vector by sqrt(d) times that.
     Only the data part: a data-independent term added afterwards (the model's l2 * w) does not count.
     """
     s = positive("scale", scale)
@@ -311,7 +312,7 @@ def robust_mean_sensitivity(scale: float, n: int, d: int) -> float:
 def alg4_eps_tilde(epsilon: float, delta: float) -> float:
     """eps_tilde = (sqrt(log(1/delta) + eps) - sqrt(log(1/delta)))^2 ([S4] Alg. 4 line 1).
 
-    The zCDP budget rho with rho + 2 sqrt(rho log(1/delta)) = eps (ALGORITHMS §12.4), evaluated as
+    The zCDP budget rho with rho + 2 sqrt(rho log(1/delta)) = eps (Bun & Steinke 2016), evaluated as
     eps^2 / (sqrt(L + eps) + sqrt(L))^2, L = log(1/delta) (same value, no cancellation).
     """
     eps = positive("epsilon", epsilon)
@@ -321,7 +322,7 @@ def alg4_eps_tilde(epsilon: float, delta: float) -> float:
 
 
 def alg4_sigma(v: float, d: int, steps: int, n: int, delta_prime: float, eps_tilde: float) -> float:
-    """sigma = sqrt(8 v d T / (9 log(1/delta') n eps_tilde)) ([S4] Alg. 4 step 3; ALGORITHMS §10.4).
+    """sigma = sqrt(8 v d T / (9 log(1/delta') n eps_tilde)) ([S4] Alg. 4 step 3).
 
     The std of Z_j, the Gaussian noise on each coordinate of the averaged robust gradient, so that
     T steps at sensitivity `robust_mean_sensitivity(robust_scale(n, v, delta'), n, d)` are
@@ -339,7 +340,7 @@ def alg4_sigma(v: float, d: int, steps: int, n: int, delta_prime: float, eps_til
 def alg4_rho(sigma: float, sensitivity: float, steps: int) -> float:
     """zCDP of `steps` Gaussian releases of std sigma at L2 sensitivity Delta: rho = T Delta^2 / (2 sigma^2).
 
-    ALGORITHMS §12.4 (Gaussian is Delta^2/(2 sigma^2)-zCDP; zCDP adds under composition); convert
+    Bun & Steinke 2016: a Gaussian is Delta^2/(2 sigma^2)-zCDP and zCDP adds under composition; convert
     with `dpbench.privacy.zcdp_to_dp(rho, delta)`.
     """
     sg = positive("sigma", sigma)

@@ -1,7 +1,8 @@
 """Smooth-sensitivity mechanisms of [S4] (paper 004, Wang, Xiao, Devadas, Xu, ICML 2020): pure maths.
 
 Two mechanisms, both calibrated to an instance-dependent *smooth* upper bound on the local
-sensitivity instead of a global sensitivity (ALGORITHMS.md §10.1-§10.3, §12.4):
+sensitivity instead of a global sensitivity (docs/methods/heavy-tailed.md, Sample and aggregate
+and Bun-Steinke trimmed mean):
 
 1. The Bun-Steinke trimmed mean of [S4] Algorithm 2 (one real coordinate; vectorised here across
    the columns of an (n, d) array, one independent mechanism per column), used per gradient
@@ -18,7 +19,7 @@ padding x_(i) = a for i <= 0 and x_(i) = b for i > n; m = number trimmed per sid
   the data are clamped; kept to mirror [S4] Alg. 2 step 2).
 * `trimmed_mean_smooth_sensitivity_exact` (Bun & Steinke 2019, the t-smooth sensitivity S*, O(n^2)):
       S*(x) = (1/(n-2m)) max_{k=0..n} e^{-kt} max_{l=0..k+1} (x_(n-m+1+k-l) - x_(m+1-l)).
-* `trimmed_mean_smooth_sensitivity` (the valid O(n) replacement of ALGORITHMS §10.2 [D]):
+* `trimmed_mean_smooth_sensitivity` (dpbench's valid O(n) replacement of the printed scale):
       S^(x) = (1/(n-2m)) max_{k>=0} e^{-kt} (x_(n-m+1+k) - x_(m-k)).
   S^ >= S* (it takes the widest pair of every k) and S^ is t-smooth: order statistics of
   neighbours interlace (x_(i) <= x'_(i+1), x_(i) >= x'_(i-1)), so term_k(x) <= term_{k+1}(x') and
@@ -30,35 +31,35 @@ padding x_(i) = a for i <= 0 and x_(i) = b for i > n; m = number trimmed per sid
 * `printed_scale`: [S4] Alg. 2 step 1 as printed, on *unclamped* data:
       S_printed(x) = max{ (x_(n) - x_(1))/(n-2m), e^{-mt} (b - a) }.
 
-Arsinh-normal noise (Bun & Steinke 2019; ALGORITHMS §10.2): Z_sigma = sinh(sigma Y)/sigma,
+Arsinh-normal noise (Bun & Steinke 2019): Z_sigma = sinh(sigma Y)/sigma,
 Y ~ N(0, 1). M(x) = f(x) + (S(x)/s) Z_sigma is (1/2) eps_c^2-CDP (= rho-zCDP, rho = eps_c^2/2,
-§12.4) when S is a t-smooth upper bound on the local sensitivity of f and
+Bun & Steinke 2016) when S is a t-smooth upper bound on the local sensitivity of f and
       eps_c >= ((4 + 3 sigma^2)/(6 sigma)) s + sqrt(t (t/sigma^2 + 1/sigma + 2))
 (`arsinh_normal_min_eps`). [S4] takes sigma = 1, s = eps_c/4, t = eps_c^2/16; the right-hand side is
 then eps_c (7/24 + (1/4) sqrt(eps_c^2/16 + 3)) ~ 0.725 eps_c for small eps_c, and the condition holds
 iff eps_c <= (2/3) sqrt(181) = 8.969 (`EPS_C_MAX`); `bun_steinke_mean` refuses larger eps_c.
 
-Algorithm 3 accounting ([S4] Alg. 3, ALGORITHMS §10.3): d T calls of (1/2) eps_c^2-CDP compose to
+Algorithm 3 accounting ([S4] Alg. 3): d T calls of (1/2) eps_c^2-CDP compose to
 rho = d T eps_c^2 / 2 zCDP (`alg3_zcdp`), reported as (zcdp_to_dp(rho, delta), delta)-DP
 (`dpbench.privacy.accounting.zcdp_to_dp`, rho + 2 sqrt(rho ln(1/delta))). With
 eps~ = sqrt(2 ln(1/delta) + 2 eps) - sqrt(2 ln(1/delta)) (Alg. 3 line 1) and eps_c = eps~/sqrt(dT),
 rho = eps~^2/2 and rho + 2 sqrt(rho ln(1/delta)) = eps exactly.
 
-Where [S4] and ALGORITHMS.md disagree with the correct maths (and what is implemented)
-------------------------------------------------------------------------------------
+Where [S4] is wrong or silent (and what is implemented)
+-------------------------------------------------------
 * [S4] Alg. 3 line 4 runs Alg. 2 with eps/sqrt(dT), not eps~/sqrt(dT); line 1 defines eps~ and
   never uses it. With eps/sqrt(dT) the composition gives rho = eps^2/2, i.e.
   eps^2/2 + eps sqrt(2 ln(1/delta)) > eps (at delta = 1e-5: ~4.8 eps for small eps, 5.3 at
   eps = 1). `alg3_eps_c(..., "corrected")`
-  uses eps~ (as ALGORITHMS §10.3 says), `"printed"` reproduces the paper.
-* [S4] Alg. 2's scale is not t-smooth on unclamped data (defect 1 of ALGORITHMS §10.2) and its
+  uses eps~, `"printed"` reproduces the paper.
+* [S4] Alg. 2's scale is not t-smooth on unclamped data (defect 1) and its
   second term lacks 1/(n-2m) (defect 2). Both are fixed in the "corrected" variant (clamp, then S^).
   Note that on *clamped* data the printed expression is a valid (t-smooth, it is then the constant
   e^{-mt}(b-a) as soon as n - 2m > e^{mt}) but n-2m times too large bound.
 * [S4] quotes Bun & Steinke's Theorem 7 for "0 < eps <= 1"; the sufficient CDP condition above holds
   up to eps_c = 8.969 for [S4]'s (s, t) -- no disagreement, just a wider range.
-* Sample and aggregate: [S4] Theorem 1 bounds the l1 norm of f's output by Lambda, while ALGORITHMS
-  §10.1 (and the aggregation's rho(t) := Lambda for t beyond the data) needs Lambda to bound the
+* Sample and aggregate: [S4] Theorem 1 bounds the l1 norm of f's output by Lambda, while the
+  aggregation (its rho(t) := Lambda for t beyond the data) needs Lambda to bound the
   *diameter of f's range in the metric d_M* -- here l2 (Theorem 2: d_M(x, y) = ||x - y||_2). We use
   the latter; the caller must make it true (the algorithm projects every subset solution onto a
   ball of radius Lambda/2).
@@ -224,7 +225,7 @@ def _smooth_from_extremes(low: np.ndarray, high: np.ndarray, n: int, m: int, t: 
 
 def trimmed_mean(U, m: int, a, b):
     """Per column: clamp to [a, b], mean of x_(m+1..n-m), clip to [a, b] ([S4] Alg. 2 step 2,
-    with the data clamped first as the corrected variant needs; ALGORITHMS §10.2).
+    with the data clamped first as the corrected variant needs).
 
     U: (n,) or (n, d); a, b scalars or (d,). Returns a float for 1-D input, else (d,)."""
     A, one_d = _as_columns(U)
@@ -236,8 +237,8 @@ def trimmed_mean(U, m: int, a, b):
 
 
 def trimmed_mean_smooth_sensitivity(U, m: int, t: float, a, b):
-    """The O(n) t-smooth upper bound S^ on the local sensitivity of `trimmed_mean` (ALGORITHMS
-    §10.2 [D]): S^(x) = (1/(n-2m)) max_{k>=0} e^{-kt}(x_(n-m+1+k) - x_(m-k)) on clamped, padded data."""
+    """The O(n) t-smooth upper bound S^ on the local sensitivity of `trimmed_mean`
+    (module docstring): S^(x) = (1/(n-2m)) max_{k>=0} e^{-kt}(x_(n-m+1+k) - x_(m-k)) on clamped, padded data."""
     A, one_d = _as_columns(U)
     n, d = A.shape
     m = _trim(m, n)
@@ -248,7 +249,7 @@ def trimmed_mean_smooth_sensitivity(U, m: int, t: float, a, b):
 
 
 def trimmed_mean_smooth_sensitivity_exact(U, m: int, t: float, a, b):
-    """Bun & Steinke's exact t-smooth sensitivity S* of `trimmed_mean` (ALGORITHMS §10.2), O(n^2):
+    """Bun & Steinke's exact t-smooth sensitivity S* of `trimmed_mean`, O(n^2):
     S*(x) = (1/(n-2m)) max_{k=0..n} e^{-kt} max_{l=0..k+1} (x_(n-m+1+k-l) - x_(m+1-l)).
     For tests on small n."""
     A, one_d = _as_columns(U)
@@ -271,7 +272,7 @@ def trimmed_mean_smooth_sensitivity_exact(U, m: int, t: float, a, b):
 def printed_scale(U, m: int, t: float, a, b):
     """[S4] Alg. 2 step 1 as printed, on UNCLAMPED data: max{(x_(n) - x_(1))/(n-2m), e^{-mt}(b-a)}.
 
-    Not t-smooth when the data are unbounded (ALGORITHMS §10.2 defect 1) and its second term lacks
+    Not t-smooth when the data are unbounded (defect 1) and its second term lacks
     1/(n-2m) (defect 2). Reproduced only for the flagged "printed" variant."""
     A, one_d = _as_columns(U)
     n, d = A.shape
@@ -293,7 +294,7 @@ def arsinh_normal(rng: np.random.Generator, size=None, sigma: float = 1.0):
 
 def arsinh_normal_min_eps(s: float, t: float, sigma: float = 1.0) -> float:
     """Smallest eps_c for which f(x) + (S(x)/s) Z_sigma is (1/2) eps_c^2-CDP, S a t-smooth bound
-    (ALGORITHMS §10.2): ((4 + 3 sigma^2)/(6 sigma)) s + sqrt(t (t/sigma^2 + 1/sigma + 2))."""
+    (Bun & Steinke 2019): ((4 + 3 sigma^2)/(6 sigma)) s + sqrt(t (t/sigma^2 + 1/sigma + 2))."""
     s, t, sigma = float(s), float(t), float(sigma)
     if not (s > 0 and t >= 0 and sigma > 0):
         raise ValueError(f"need s > 0, t >= 0, sigma > 0; got s={s!r}, t={t!r}, sigma={sigma!r}")
@@ -320,7 +321,7 @@ def bun_steinke_mean(U, eps_c: float, a, b, m: int, rng: np.random.Generator, va
 
     corrected (default; (1/2) eps_c^2-CDP per column, replace-one):
         mu^ = trimmed_mean(U, m, a, b) (clamped data), S = S^ (`trimmed_mean_smooth_sensitivity`);
-    printed ([S4] Alg. 2 as printed; NOT private on unbounded data, ALGORITHMS §10.2):
+    printed ([S4] Alg. 2 as printed; NOT private on unbounded data, module docstring):
         mu^ = clip_[a,b](mean(x_(m+1..n-m))) on unclamped data, S = `printed_scale`.
     Both: s = eps_c/4, t = eps_c^2/16 (CDP condition checked, `bun_steinke_params`), output
     mu^ + (S/s) sinh(Y), Y ~ N(0, 1) independent per column.
@@ -376,7 +377,7 @@ def alg3_zcdp(eps_c: float, d: int, steps: int) -> float:
 
 
 def alg3_epsilon(eps_c: float, d: int, steps: int, delta: float) -> float:
-    """(eps, delta)-DP of [S4] Alg. 3 run with eps_c: zcdp_to_dp(d T eps_c^2 / 2, delta) (§12.4)."""
+    """(eps, delta)-DP of [S4] Alg. 3 run with eps_c: zcdp_to_dp(d T eps_c^2 / 2, delta) (Bun & Steinke 2016)."""
     return zcdp_to_dp(alg3_zcdp(eps_c, d, steps), delta)
 
 

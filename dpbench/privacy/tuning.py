@@ -1,5 +1,5 @@
 """Private hyperparameter selection by random stopping (Papernot & Steinke, ICLR 2022; Liu & Talwar,
-STOC 2019; ALGORITHMS.md §15). Pure maths: no file I/O, no YAML.
+STOC 2019; docs/selection.md). Pure maths: no file I/O, no YAML.
 
 The procedure (PS22 §3, Algorithm 1 with the number of runs drawn first): draw K from a truncated
 negative binomial distribution D_{eta,gamma}; K times, draw a hyperparameter combination uniformly

@@ -181,7 +181,7 @@ def trace_metrics(trace: list[dict], model, dataset, lstar: float | None = None)
     Algorithms never see the test split, so they record iterates (`trace_every`) and every metric
     of `metrics.evaluate` (estimation error, test loss, ...) is computed here, on each snapshot,
     plus the optimality gap train_loss - L* when L* is known (exact for convex models; the curves
-    table's gap may lower a non-convex L* further, ALGORITHMS.md §0.2). Entries without "theta"
+    table's gap may lower a non-convex L* further; docs/methods/conventions.md, Optimality gap). Entries without "theta"
     (e.g. DP-SGD's training-loss trace) are kept as they are.
     """
     from dpbench.run import metrics

@@ -2,7 +2,7 @@
 
 accuracy            share of test labels predicted right (classification)
 optimality_gap      L_ref(theta; D_train) - L*, the excess empirical risk on the *clean* training
-                    data (papers 000 §7 and 003 §6; ALGORITHMS.md §0.2). Computed from the stored
+                    data (papers 000 §7 and 003 §6; docs/methods/conventions.md). Computed from the stored
                     train_loss and L* when curves are aggregated (curves.py), so L* of a non-convex
                     model can be tightened by the best trained model.
 test_loss           L_ref(theta; D_test)

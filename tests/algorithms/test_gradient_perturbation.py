@@ -32,7 +32,7 @@ def test_bst14_sigma_is_the_sum_form_divided_by_n(G, n, eps, delta):
 
 
 def test_bst14_sigma_number_quoted_in_algorithms_md():
-    # ALGORITHMS.md §8: "~ 900 G at eps = 0.1, n = 45,222, delta = 1e-5"; exact value 905.02 G
+    # 5.66 G sqrt(log(n/delta) log(1/delta)) / eps: ~900 G at eps = 0.1, n = 45,222, delta = 1e-5 (905.02 G)
     assert bst14_sigma(1.0, 45222, 0.1, 1e-5) == pytest.approx(905.023, abs=1e-2)
     assert bst14_sigma(3.0, 45222, 0.1, 1e-5) == pytest.approx(3 * 905.023, abs=3e-2)
     assert bst14_sigma(1.0, 45222, 0.1, 1e-5) == pytest.approx(900, rel=0.01)
@@ -146,7 +146,7 @@ def test_bst14_step_sizes_are_n_times_the_sum_form():
     t = np.array([1, 2, 10, 1000])
     g_step = G + l2 * r  # per-example gradient bound of the regularised loss on the ball
     convex = bst14_step_sizes("bst14_convex", lr=None, radius=r, G=G, p=p, sigma=sigma, mu=l2)(t)
-    sum_form = r / np.sqrt(t * (n**2 * g_step**2 + p * sigma_sum**2))  # ALGORITHMS §8 eta(t)
+    sum_form = r / np.sqrt(t * (n**2 * g_step**2 + p * sigma_sum**2))  # BST14's convex eta(t), sum form
     np.testing.assert_allclose(convex, n * sum_form, rtol=1e-12)
     strong = bst14_step_sizes("bst14_strongly_convex", lr=None, radius=r, G=G, p=p, sigma=sigma, mu=l2)(t)
     np.testing.assert_allclose(strong, n * (1.0 / (n * l2 * t)), rtol=1e-12)  # Delta_sum = n mu

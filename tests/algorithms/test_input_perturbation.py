@@ -134,7 +134,8 @@ def test_mlp_runs_with_nominal_constants_and_still_claims_nothing():
 
 
 def test_shared_noise_is_absorbed_by_the_intercept():
-    """ALGORITHMS.md §5 point 4: with an unregularised intercept feature (constant c), the minimiser on
+    """Shared noise and a free intercept (docs/methods/input-perturbation.md, Privacy, item 4): with an
+    unregularised intercept feature (constant c), the minimiser on
     X + z (shared z) has exactly the clean weights w* on the other features, and intercept weight
     (c w0* - w*.z_rest) / (c + z_0): the noise leaves no trace in w (epsilon = infinity at convergence).
     Per-example noise does change w."""

@@ -1,4 +1,4 @@
-"""PIDP-SGD ([S0] Algorithm 1; ALGORITHMS.md §4): influence contributions, the lines 9-10 test,
+"""PIDP-SGD ([S0] = paper 000, Algorithm 1; docs/methods/pidp.md): influence contributions, the lines 9-10 test,
 the noise-free branch, the ledger and the MLP's Gauss-Newton/Woodbury solve."""
 
 from __future__ import annotations

@@ -91,7 +91,7 @@ def test_zero_noise_dpsgd_is_caught(tmp_path, data_dir, monkeypatch):
     assert result.epsilon_lower_bound > 2.5 > result.claimed_epsilon and result.broken is True
 
 
-# ---- the unsound claims of ALGORITHMS.md §4.4 and §5 -------------------------------------------
+# ---- the unsound claims: the constructions of docs/methods/pidp.md and input-perturbation.md ----
 def test_pidp_constant_scenario_separates_perfectly(tmp_path):
     from dpbench.audit import setup as setup_mod
     result = _run(setup_mod.AuditSetup.create("pidp_sgd", canary="pidp_constant", epsilon=1.0, trials=200), tmp_path)
@@ -105,7 +105,8 @@ def test_pidp_constant_scenario_separates_perfectly(tmp_path):
 
 
 def test_input_perturbation_shared_noise_with_intercept_separates_perfectly(tmp_path):
-    """§5 (a): converged GD, shared z absorbed by the intercept: the weights are deterministic."""
+    """Construction a of docs/methods/input-perturbation.md: converged GD, shared z absorbed by the
+    intercept: the weights are deterministic."""
     from dpbench.audit import setup as setup_mod
     result = _run(setup_mod.AuditSetup.create("input_perturbation", canary="input_shared_intercept", epsilon=1.0,
                                       trials=200), tmp_path)
@@ -117,7 +118,8 @@ def test_input_perturbation_shared_noise_with_intercept_separates_perfectly(tmp_
 
 
 def test_input_perturbation_per_example_noise_is_refuted(tmp_path, data_dir):
-    """§5 (b): the spare-feature canary against per-example noise (one GD step, [S3] eq. (12))."""
+    """Construction b of docs/methods/input-perturbation.md: the spare-feature canary against per-example
+    noise (one GD step, [S3] eq. (12))."""
     from dpbench.audit import setup as setup_mod
     setup = setup_mod.AuditSetup.create("input_perturbation", canary="input_per_example", dataset="adult", epsilon=0.25,
                                 trials=200)
@@ -128,7 +130,7 @@ def test_input_perturbation_per_example_noise_is_refuted(tmp_path, data_dir):
 
 # ---- plumbing -----------------------------------------------------------------------------------
 def test_adjacency_and_neighbours():
-    # stored adjacencies, typed and as records written before the ledger was typed (PIDP-SGD's free text)
+    # stored adjacencies, typed and as free text (the form stored PIDP-SGD records carry)
     from dpbench.audit import setup as setup_mod
     from dpbench.audit import trials
     assert trials.claimed_adjacency("paper: replace-one; epsilon_spent: add/remove-one") == "replace-one"

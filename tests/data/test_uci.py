@@ -531,7 +531,8 @@ def _hill_tail_index(values: np.ndarray, k: int) -> float:
 
 
 def test_synthetic_noise_and_features_have_the_stated_tails() -> None:
-    """Paper 004 §6 laws (ALGORITHMS.md §10.7): log-logistic(0, sigma) has tail index 1/sigma,
+    """Paper 004 §6 laws (docs/methods/heavy-tailed.md, Synthetic data): log-logistic(0, sigma) has tail
+    index 1/sigma,
     log(log-normal) is normal, Student-t(3) features have tail index 3."""
     rng = np.random.default_rng(0)
     sigma = 0.4

@@ -50,7 +50,7 @@ def test_committed_runs_table_gives_the_committed_curves_back(name):
     assert not stored_tables.coverage(exp, runs).missing  # the committed table covers the spec's grid
     derived = curves.curves_table(curves.selected_by_metric(runs, exp.metrics, exp.selection))
     committed = (REPO / "results" / name / "curves.csv").read_text()
-    if "ci_low" not in committed.splitlines()[0]:  # a curves.csv written before the interval columns
+    if "ci_low" not in committed.splitlines()[0]:  # a committed curves.csv without the interval columns
         derived = derived.drop(columns=["ci_low", "ci_high"])
     assert _curves_csv(derived) == committed
 

@@ -1,6 +1,6 @@
 """Tests for dpbench.privacy (accounting + mechanisms), against independent computations.
 
-The independent RDP below is written from the formula in ALGORITHMS.md section 12.1 only
+The independent RDP below is written from the formula of Mironov, Talwar, Zhang 2019 only
 (integer orders, log-space binomial sum) and shares no code with dp_accounting.
 """
 
@@ -19,7 +19,7 @@ DELTA = 1e-5
 
 
 # ---------------------------------------------------------------------------------------------
-# independent RDP of the Poisson-subsampled Gaussian (ALGORITHMS 12.1)
+# independent RDP of the Poisson-subsampled Gaussian (docs/accounting.md, RDP of the subsampled Gaussian)
 # ---------------------------------------------------------------------------------------------
 def indep_rdp(q: float, z: float, alpha: int) -> float:
     """eps_RDP(alpha) = 1/(alpha-1) log sum_k C(alpha,k) (1-q)^(alpha-k) q^k exp((k^2-k)/(2 z^2))."""
@@ -96,7 +96,7 @@ def test_rdp_close_to_improved_when_integer_order_is_optimal():
 
 
 # ---------------------------------------------------------------------------------------------
-# full-batch Gaussian (ALGORITHMS 12.2) and the analytic Gaussian mechanism (12.3)
+# full-batch Gaussian (Dong, Roth, Su 2019) and the analytic Gaussian mechanism (Balle & Wang 2018)
 # ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("steps, eps, ref, tol", [(1, 1.0, 3.73, 0.005), (10, 1.0, 11.8, 0.05),
                                                   (100, 0.1, 307, 0.5)])
@@ -120,7 +120,7 @@ def test_full_batch_gdp_calibration(steps, eps, ref, tol):
 def test_classical_and_zcdp_numbers():
     assert abs(P.classical_gaussian_sigma(1.0, DELTA) - 4.85) < 0.01  # 4.8448
     assert P.classical_gaussian_sigma(0.5, DELTA, 3.0) == pytest.approx(3.0 * math.sqrt(2 * math.log(1.25e5)) / 0.5)
-    # zCDP route of 12.2: s = 4.90 (T=1, eps=1), 15.5 (T=10, eps=1), 481 (T=100, eps=0.1)
+    # zCDP route, rho = T / (2 s^2): s = 4.90 (T=1, eps=1), 15.5 (T=10, eps=1), 481 (T=100, eps=0.1)
     for steps, eps, s in [(1, 1.0, 4.90), (10, 1.0, 15.5), (100, 0.1, 481)]:
         rho = steps / (2 * s * s)
         assert P.zcdp_to_dp(rho, DELTA) == pytest.approx(eps, rel=5e-3)

@@ -17,7 +17,7 @@ def test_clopper_pearson_matches_scipy_beta_and_closed_forms():
     for k, n, a in [(0, 10, 0.025), (3, 50, 0.025), (17, 100, 0.05), (99, 100, 0.01)]:
         assert B.clopper_pearson_upper(k, n, a) == pytest.approx(stats.beta.ppf(1 - a, k + 1, n - k), rel=1e-12)
     assert B.clopper_pearson_upper(7, 7, 0.025) == 1.0
-    # zero successes: U = 1 - a^(1/n); ALGORITHMS.md §4.4 quotes ~3.7e-3 for n = 1000 at a = 0.025
+    # zero successes: U = 1 - a^(1/n), ~3.7e-3 for n = 1000 at a = 0.025
     assert B.clopper_pearson_upper(0, 1000, 0.025) == pytest.approx(1 - 0.025 ** (1 / 1000), rel=1e-12)
     assert B.clopper_pearson_upper(0, 1000, 0.025) == pytest.approx(3.682e-3, abs=2e-6)
     got = B.clopper_pearson_upper(np.array([0, 3, 50]), 50, 0.025)  # vectorised, k = n included
@@ -45,7 +45,7 @@ def test_epsilon_lower_bound_by_hand_and_ceiling():
     assert B.epsilon_lower_bound(fn, n1, fp, n0, DELTA) == pytest.approx(expected, rel=1e-12)
     assert B.epsilon_lower_bound(500, 1000, 500, 1000, DELTA) == 0.0
     assert B.epsilon_lower_bound(1000, 1000, 1000, 1000, DELTA) == 0.0  # numerators <= 0: nothing refuted
-    # zero errors: the ceiling ~ ln(N / 3.69) at alpha = 0.05 (ALGORITHMS.md §11.1)
+    # zero errors: the ceiling ~ ln(N / 3.69) at alpha = 0.05 (docs/audits.md)
     for n, approx in [(1000, 5.6), (10_000, 7.9)]:
         ceiling = B.audit_ceiling(n, DELTA)
         assert ceiling == pytest.approx(B.epsilon_lower_bound(0, n, 0, n, DELTA))
@@ -100,7 +100,7 @@ def test_identical_scores_refute_nothing():
 
 
 def test_scalar_gaussian_audits_below_and_close_to_its_epsilon():
-    """Harness sanity (ALGORITHMS.md §11.3): a tight (1, 1e-5)-DP Gaussian mechanism, 4e5 runs a side."""
+    """Harness sanity (docs/audits.md, What a bound means): a tight (1, 1e-5)-DP Gaussian mechanism, 4e5 runs a side."""
     out = B.audit_scalar_gaussian(1.0, DELTA, 400_000, np.random.default_rng(0))
     assert 0.3 < out.evaluation.epsilon_lower_bound <= 1.0
     # soundness across seeds and budgets at smaller N (the bound never passes the true epsilon here)

@@ -65,7 +65,7 @@ def test_gdp_estimate_recovers_mu_of_two_unit_normals():
 def test_gaussian_rule_is_valid_and_tighter_on_a_gaussian_statistic():
     """An exactly (eps, delta)-DP scalar Gaussian: the rule never certifies more than eps (over
     40 seeds, at most a few exceed it at 95 %), and with 10^4 runs a side it certifies about
-    0.4 eps at eps = 2, beyond the empirical rule's half-and-half split (ALGORITHMS.md §11.4)."""
+    0.4 eps at eps = 2, beyond the empirical rule's half-and-half split (Nasr et al. 2023)."""
     eps, delta = 2.0, 1e-5
     sigma = accounting.analytic_gaussian_sigma(eps, delta, 1.0)
     rng = np.random.default_rng(1)

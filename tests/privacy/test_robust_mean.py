@@ -1,6 +1,7 @@
 """Catoni-Giulini / Holland robust mean and the Alg. 4 calibration of paper 004 ([S4]), against
-independent computations: Monte Carlo, the closed form and Holland's five-term form of
-ALGORITHMS.md §10.5, 50-digit quadrature values, the §10.4 worked example and dp_accounting."""
+independent computations: Monte Carlo, the closed form and Holland's five-term form of the
+correction C(a, b), 50-digit quadrature values, a worked example of Algorithm 4's constants and
+dp_accounting."""
 
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ def poly_plus_correction(a, b):
 
 
 def holland_correction(a, b):
-    """The five-term form of C(a, b) in Holland's reference code, as written in ALGORITHMS.md §10.5."""
+    """The five-term form of C(a, b) in Holland's reference code (docs/methods/heavy-tailed.md,
+    Catoni-Giulini correction)."""
     a, b = np.asarray(a, float), np.asarray(b, float)
     vm, vp = (SQRT2 - a) / b, (SQRT2 + a) / b
     Fm, Fp = norm.cdf(-vm), norm.cdf(-vp)

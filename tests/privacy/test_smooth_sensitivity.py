@@ -1,6 +1,6 @@
 """Smooth-sensitivity maths of [S4] (paper 004): the Bun-Steinke trimmed mean (exact S*, the O(n) bound S^,
 the printed scale), arsinh-normal noise and its CDP condition, Algorithm 3 accounting, and the NRS07
-sample-and-aggregate centre of attention (ALGORITHMS.md §10.1-§10.3)."""
+sample-and-aggregate centre of attention (docs/methods/heavy-tailed.md)."""
 
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ def test_smooth_bound_formula_and_the_one_over_n_scaling():
 
 
 def test_printed_scale_is_not_smooth_on_unclamped_heavy_tailed_data():
-    # ALGORITHMS §10.2 defect 1: 1000 zeros vs. the same with one value 1e6
+    # defect 1 of the printed scale: 1000 zeros vs. the same with one value 1e6
     n, m, a, b = 1000, 5, -1.0, 1.0
     eps_c = 0.4
     _, t = bun_steinke_params(eps_c)
@@ -189,7 +189,7 @@ def test_arsinh_normal_shift_and_scale_renyi_divergence_within_half_eps_squared(
     y = np.linspace(-14.0, 14.0, 40001)
     worst = max(_renyi_sinh(alpha, sh, ls, y) / alpha
                 for alpha in (1.01, 1.5, 2.0, 4.0, 8.0) for sh in (s, -s) for ls in (t, -t))
-    assert worst <= bound  # ALGORITHMS §10.2 [D]: 9e-4 / 6e-3 / 2.7e-2
+    assert worst <= bound  # 9e-4 / 6e-3 / 2.7e-2, far below eps_c^2 / 2
     assert worst < eps_c**2 / 2
 
 
@@ -246,7 +246,7 @@ def test_alg3_validation():
 
 # ---- sample and aggregate --------------------------------------------------------------------
 def brute_force_aggregate(P, eps, delta, lam):
-    """Loop-by-loop transcription of ALGORITHMS §10.1 steps 1, 4, 5 (self excluded from r_i)."""
+    """Loop-by-loop transcription of [S4] Algorithm 1's aggregation (self excluded from r_i)."""
     m, d = P.shape
     s = math.sqrt(m)
     gamma = eps / (5 * math.sqrt(2 * math.log(2 / delta)))

@@ -1,4 +1,4 @@
-// dpbench report page: draws the figures of the page's JSON (dpbench/report.py) with plotly.js,
+// dpbench report page: draws the figures of the page's JSON (dpbench/report/site.py) with plotly.js,
 // a shared legend per figure (click hides a method in every panel), linear/log switches, and the
 // ledger panel a click on a point (or an audit row) opens. No network access: everything is in the
 // page or next to it.
