@@ -126,8 +126,8 @@ PRINTED_DEFECTS = (
     "(one record at 1e6 among zeros multiplies it by ~500 >> e^t), so the noise scale leaks and no DP "
     "guarantee follows on heavy-tailed gradients; (2) its second term lacks 1/(n-2m), so the noise does not "
     "shrink with n; (3) Alg. 3 uses eps/sqrt(dT) instead of eps~/sqrt(dT): even with a smooth scale the "
-    "composition gives rho = eps^2/2 zCDP, i.e. eps^2/2 + eps sqrt(2 ln(1/delta)) > eps (ALGORITHMS.md §10.2, "
-    "§10.3, §14.5)"
+    "composition gives rho = eps^2/2 zCDP, i.e. eps^2/2 + eps sqrt(2 ln(1/delta)) > eps "
+    "(docs/methods/heavy-tailed.md, Bun-Steinke trimmed mean and Algorithm 3)"
 )
 
 

@@ -64,7 +64,8 @@ THEOREMS = ("strongly_convex", "pl")
 NOMINAL_LIPSCHITZ = 1.0
 
 CLAIM_REASON = (
-    "[S3] Theorems 1/3 do not hold (ALGORITHMS.md §5 and §14.3): one noise draw z is reused by all T "
+    "Theorems 1/3 of paper 003 do not hold (docs/methods/input-perturbation.md, Privacy): one noise "
+    "draw z is reused by all T "
     "'composed' steps; the gradient is treated as Gaussian in z with a variance C sigma^2 whose scalar "
     "C -> 0 as training converges ('seen as a constant'); with shared noise the intercept absorbs z, "
     "so the weights are a deterministic function of the data at convergence (epsilon = infinity). "

@@ -884,10 +884,10 @@ def fit_pidp_sgd(
         epsilon_spent=dpsgd_epsilon_report(b.noise_multiplier, 1.0 / n, T, b.delta1),
         epsilon_spent_note="accountant epsilon (at delta1) of the noisy part alone, as if every one of the T steps "
                            "were a Poisson(q=1/n)-subsampled Gaussian step; it says nothing about the noise-free "
-                           "steps, which are deterministic in the record (ALGORITHMS.md §4.3), nor about the "
+                           "steps, which are deterministic in the record (docs/methods/pidp.md, Privacy), nor about the "
                            "contribution releases (sigma_c)",
         paper_claim={"epsilon": b.epsilon1 + b.epsilon2, "delta": b.delta1 + b.delta2,
-                     "why_unsound": "ALGORITHMS.md §4.3 / §14.1: noise-free steps are not DP; data randomness "
+                     "why_unsound": "docs/methods/pidp.md, Privacy: noise-free steps are not DP; data randomness "
                                     "used in the proof; per-coordinate DP; ||H||>=zeta; tau scales with r"},
         adjacency=Adjacency.REPLACE_ONE,
         spent_adjacency=Adjacency.ADD_REMOVE,

@@ -302,7 +302,8 @@ def fit_ht_robust_gd(
         adjacency=Adjacency.REPLACE_ONE,
         sensitivity=sensitivity,
         guarantee="T Gaussian mechanisms at L2 sensitivity (4sqrt2/3) s sqrt(p)/m: rho = T Delta^2/(2 sigma^2) "
-                  "zCDP => (rho + 2 sqrt(rho log(1/delta)), delta)-DP (Bun & Steinke 2016); ALGORITHMS.md §10.4",
+                  "zCDP => (rho + 2 sqrt(rho log(1/delta)), delta)-DP (Bun & Steinke 2016); "
+                  "docs/methods/heavy-tailed.md, Algorithm 4",
         claim_reason="valid because v, delta', s and beta_m are data-independent constants (hyperparameters, no "
                      "empirical standardisation) and every per-sample robust value is clipped to +-(2sqrt2/3)s; "
                      "no convexity or gradient bound is needed for privacy"

@@ -99,7 +99,7 @@ def test_fit_is_full_batch_gd_on_the_perturbed_data(noise, theorem):
         theta = theta - lr * (Xt.T @ (-p.y / (1 + np.exp(p.y * (Xt @ theta)))) / p.n + 1e-3 * theta)
     np.testing.assert_allclose(fit.theta, theta, rtol=1e-10, atol=1e-12)
     assert led["claim"] == "paper-only" and led["epsilon_spent"] == {} and led["private"] is True
-    assert "§14.3" in led["claim_reason"] and led["noise"] == noise and led["theorem"] == theorem
+    assert "docs/methods/input-perturbation.md" in led["claim_reason"] and led["noise"] == noise and led["theorem"] == theorem
     assert led["steps"] == T and led["lr"] == lr and led["c"] == 2.0 and led["adjacency"] == "replace-one"
     if noise == "shared":
         assert led["feature_noise_norm"] == pytest.approx(np.linalg.norm(z))
