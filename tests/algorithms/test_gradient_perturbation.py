@@ -31,7 +31,7 @@ def test_bst14_sigma_is_the_sum_form_divided_by_n(G, n, eps, delta):
     assert bst14_sigma(G, n, eps, delta) == pytest.approx(sum_form / n, rel=1e-12)
 
 
-def test_bst14_sigma_number_quoted_in_algorithms_md():
+def test_bst14_sigma_worked_example():
     # 5.66 G sqrt(log(n/delta) log(1/delta)) / eps: ~900 G at eps = 0.1, n = 45,222, delta = 1e-5 (905.02 G)
     assert bst14_sigma(1.0, 45222, 0.1, 1e-5) == pytest.approx(905.023, abs=1e-2)
     assert bst14_sigma(3.0, 45222, 0.1, 1e-5) == pytest.approx(3 * 905.023, abs=3e-2)
@@ -57,7 +57,7 @@ def test_dp_gd_noise_satisfies_the_gdp_condition_exactly(T, eps, delta, n, C):
     assert norm.cdf(-eps / mu_less + mu_less / 2) - math.exp(eps) * norm.cdf(-eps / mu_less - mu_less / 2) > delta
 
 
-def test_gdp_noise_multiplier_table_of_algorithms_md_12_2():
+def test_gdp_noise_multiplier_table():
     n, C = 45222, 1.0
     sens = 2 * C / n
     assert dp_gd_noise(1.0, 1e-5, steps=10, clip_norm=C, n=n) / sens == pytest.approx(11.8, abs=0.05)

@@ -40,9 +40,10 @@ def _points(values: dict[str, np.ndarray], epsilons=(0.1, 1.0), panels=(("P", "L
 def test_parse_errors_name_the_yaml_path():
     cases = [
         ({"id": "x", "kind": "comparison", "metric": "accuracy", "a": "A", "b": "B", "relation": "bigger"},
-         "claims[x].relation: a comparison claim is one of greater, less, equivalent"),
+         "claims[x].relation: must be one of greater, less, equivalent (the relations of a comparison claim); "
+         "got 'bigger'"),
         ({"id": "x", "kind": "comparison", "metric": "accuracy", "a": "A", "b": "B", "relation": "equivalent"},
-         "claims[x].margin: an equivalence claim needs its margin"),
+         "claims[x].margin: missing; an equivalence claim needs its margin"),
         ({"id": "X y", "kind": "trend"}, "claims[0].id: must be lower-case"),
         ({"id": "x", "kind": "trend", "metric": "accuracy", "a": "A", "relation": "increasing", "b": "B"},
          "claims[x].b: does not apply to a trend claim"),
@@ -56,6 +57,35 @@ def test_parse_errors_name_the_yaml_path():
     with pytest.raises(SpecError, match="repeated id"):
         _claims({"id": "x", "kind": "audit", "relation": "refuted", "audit": "a"},
                 {"id": "x", "kind": "audit", "relation": "refuted", "audit": "a"})
+
+
+def test_a_claim_kind_is_one_declaration(monkeypatch):
+    """A kind declared in one place is parsed (its own keys and constraints), tested and tabled;
+    nothing else lists it."""
+    from dpbench.analysis.claims import stats
+    from dpbench.core.validation import Interval, Real, Text
+
+    monkeypatch.setattr(C.CLAIM_KINDS, "_entries", dict(C.CLAIM_KINDS.items()))  # forgets the test's kind
+
+    @C.claim_kind("level", relations=("above",), statement=lambda c: f"{c.metric} of {c.a} above {c.floor:g}",
+                  fields=(C.Field("metric", Text()), C.Field("a", Text()), C.Field("floor", Interval(Real), default=0.0)))
+    def level(claim, points, audits):
+        part = points[(points["metric"] == claim.metric) & (points["label"] == claim.a)]
+        return [stats.subtest("all", part.groupby("rep")["value"].mean().to_numpy(), "greater", claim.floor)]
+
+    values = 0.7 + np.random.default_rng(0).normal(0, 0.01, (6, 2))
+    claim, = _claims({"id": "lvl", "kind": "level", "metric": "accuracy", "a": "A", "relation": "above", "floor": 0.5})
+    assert (claim.floor, claim.a) == (0.5, "A")
+    verdict, = C.evaluate((claim,), _points({"A": values}))
+    assert verdict.verdict == "reproduced" and C.table([verdict]).loc[0, "claim"] == "accuracy of A above 0.5"
+    for extra, message in [({"floor": "x"}, "claims[lvl].floor: must be a number, got 'x'"),
+                           ({"relation": "below"}, "claims[lvl].relation: must be one of above"),
+                           ({"b": "B"}, "claims[lvl].b: does not apply to a level claim"),
+                           ({"colour": 1}, "claims[0].colour: unknown key")]:
+        entry = {"id": "lvl", "kind": "level", "metric": "accuracy", "a": "A", "relation": "above", **extra}
+        with pytest.raises(SpecError) as err:
+            _claims(entry)
+        assert str(err.value).startswith(message), str(err.value)
 
 
 def test_comparison_statistics_match_an_independent_paired_t_test():
@@ -186,20 +216,22 @@ def test_seeds_needed_reaches_the_power_by_an_independent_noncentral_t():
     assert power(n) >= 0.79 and power(n - 1) < 0.81  # the t approximation is within a seed of the exact count
 
 
-def test_readme_carries_each_committed_claims_table():
-    """The README's per-paper sections lead with the generated tables (`dpbench claims --readme`):
-    each block equals the committed results/<experiment>/claims.md table."""
+def test_each_papers_docs_page_carries_its_committed_claims_table():
+    """A paper's docs page leads with its generated table (`dpbench claims --readme
+    docs/papers/<experiment>.md`): each block equals the committed results/<experiment>/claims.md."""
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    readme = (root / "README.md").read_text(encoding="utf-8")
     tables = sorted((root / "results").glob("*/claims.md"))
     assert tables, "no committed claims.md"
     for path in tables:
         name = path.parent.name
+        page = root / "docs" / "papers" / f"{name}.md"
+        text = page.read_text(encoding="utf-8")
         table = path.read_text(encoding="utf-8").split("\n", 2)[2]  # without the title line and blank line
         start, end = C.readme_block(name)
-        assert start in readme, f"README has no {start} block"
-        block = readme[readme.index(start) + len(start):readme.index(end)].strip("\n")
-        assert block == table.strip("\n"), f"README's {name} claims table is stale: run dpbench claims --readme README.md"
+        assert start in text, f"{page.name} has no {start} block"
+        block = text[text.index(start) + len(start):text.index(end)].strip("\n")
+        assert block == table.strip("\n"), \
+            f"docs/papers/{name}.md's claims table is stale: run dpbench claims --readme docs/papers/{name}.md"
     assert C.fill_readme(f"a {start}\nold\n{end} b", name, "| t |\n") == f"a {start}\n| t |\n{end} b"

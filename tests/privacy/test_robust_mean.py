@@ -205,7 +205,7 @@ def test_robust_mean_validation():
 
 
 # ---- Algorithm 4 constants ------------------------------------------------------------------
-def test_algorithm_4_worked_example_of_algorithms_md_10_4():
+def test_algorithm_4_worked_example():
     n, d, T, v, dp, eps, delta = 100_000, 10, 50, 1.0, 0.01, 1.0, 1e-5
     et = alg4_eps_tilde(eps, delta)
     s = robust_scale(n, v, dp)

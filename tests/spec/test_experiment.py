@@ -68,7 +68,7 @@ BAD = {
     "epsilons wrong type": ("epsilons: abc\n", "epsilons: must be a non-empty list"),
     "unknown dataset": ("datasets: [mnist]\n", "datasets[0].name: unknown dataset 'mnist'"),
     "unknown model": ("models: [cnn]\n", "models[0].name: unknown model 'cnn'"),
-    "bad delta": ("delta: 2\n", "delta: must lie in (0, 1)"),
+    "bad delta": ("delta: 2\n", "delta: must be < 1, got 2"),
     "unknown key": ("epsilon: [1]\n", "epsilon: unknown key"),
     "bad dataset option": ("datasets: [{name: adult, options: {n: -5}}]\n", "datasets[0].options.n: must be >= 1"),
 }
@@ -132,7 +132,7 @@ def test_algorithm_restricted_to_some_models_and_datasets(tmp_path):
     assert {(c.algorithm, c.dataset, c.model) for c in cells} == {
         ("nonprivate", "iris", "logreg"), ("nonprivate", "breast_cancer", "logreg"), ("dpsgd", "iris", "mlp")}
     path.write_text("datasets: [iris]\nmodels: [logreg]\nepsilons: [1]\nalgorithms:\n  - {name: dpsgd, models: [cnn]}\n")
-    with pytest.raises(SpecError, match=r"algorithms\[0\].models\[0\]: 'cnn' is not a label"):
+    with pytest.raises(SpecError, match=r"algorithms\[0\].models\[0\]: must be one of .* \(a label of this experiment\); got 'cnn'"):
         spec.load(path)
 
 

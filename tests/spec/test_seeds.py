@@ -90,14 +90,16 @@ def test_swept_entries_share_their_seeds(tmp_path):
 
 
 @pytest.mark.parametrize("seeds,message", [
-    ("{default: 2, iris: 0}", "seeds.iris: must be an integer >= 1, got 0"),
-    ("{default: 2, iris: many}", "seeds.iris: must be an integer >= 1, got 'many'"),
-    ("{default: 2, iris: true}", "seeds.iris: must be an integer >= 1, got True"),
-    ("{default: 0}", "seeds.default: must be an integer >= 1, got 0"),
+    ("{default: 2, iris: 0}", "seeds.iris: must be >= 1, got 0"),
+    ("{default: 2, iris: many}", "seeds.iris: must be an integer >= 1 or a non-empty list of distinct integers >= 0, "
+                                "got 'many'"),
+    ("{default: 2, iris: true}", "seeds.iris: must be an integer >= 1 or a non-empty list of distinct integers >= 0, "
+                                "got True"),
+    ("{default: 0}", "seeds.default: must be >= 1, got 0"),
     ("{default: 2, Irs: 3}", "seeds: unknown dataset 'Irs' (datasets: Breast Cancer, iris; names: breast_cancer)"),
     ("{iris: 3}", "seeds: a mapping needs 'default'"),
-    ("{default: 2, iris: [1, 1]}", "seeds.iris: repeated values"),
-    ("0", "seeds: must be an integer >= 1"),
+    ("{default: 2, iris: [1, 1]}", "seeds.iris: must be a non-empty list of distinct integers >= 0, got [1, 1]"),
+    ("0", "seeds: must be >= 1, got 0"),
 ])
 def test_validation_errors_are_one_line_with_the_path(tmp_path, seeds, message):
     with pytest.raises(SpecError) as info:
@@ -106,5 +108,5 @@ def test_validation_errors_are_one_line_with_the_path(tmp_path, seeds, message):
 
 
 def test_profile_mapping_is_validated_too(tmp_path):
-    with pytest.raises(SpecError, match=r"^seeds\.iris: must be an integer >= 1, got -1"):
+    with pytest.raises(SpecError, match=r"^seeds\.iris: must be >= 1, got -1"):
         _load(tmp_path, "2", "profiles:\n  ci: {seeds: {iris: -1}}\n", profile="ci")

@@ -111,7 +111,7 @@ def test_delta_is_judged_at_the_real_training_size_not_a_probe(tmp_path, data_di
 
 
 @pytest.mark.parametrize("delta, message", [
-    ("4/2", r"^delta: must lie in \(0, 1\), got 2$"),
+    ("4/2", r"^delta: must be < 1, got 2\.0$"),
     ("1/nn", r"^delta: delta expression '1/nn': unknown name 'nn' \(only n is allowed\)$"),
     ("1/0", r"^delta: delta expression '1/0' divides by zero$"),
     ("n.real", r"^delta: delta expression 'n.real': attribute is not allowed"),
