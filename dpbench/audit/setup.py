@@ -1,9 +1,11 @@
 """What an audit runs (`AuditSetup`) and its validation (`check_setup`), without running anything.
 
-The spec (dpbench.spec.experiment) builds setups from an experiment's `audits:` block and the CLI from its
+The spec (dpbench.spec.audits) builds setups from an experiment's `audits:` block and the CLI from its
 options; both validate through `check_setup`, which checks names and values against the
 registries' declarations (algorithm hyperparameters, data set and model options, canary recipes),
-the same declarations a spec's grid is checked against. Running audits is dpbench.audit.multi_run.
+the same declarations a spec's grid is checked against, and the other fields against the
+validation vocabulary (dpbench.core.validation) and dpbench.privacy.checks (delta: `checks.DELTA`,
+as a spec's delta). Running audits is dpbench.audit.multi_run.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ from typing import Any, Callable, Mapping
 from dpbench.audit.canaries import CANARIES, Recipe
 from dpbench.core.errors import DpbenchError
 from dpbench.core.keys import digest
+from dpbench.core.validation import InvalidValue, StrOptions, validate
 from dpbench.privacy import checks
 from dpbench.privacy.audit_bounds import THRESHOLD_RULES
 
 AUDIT_SCHEMA = 1  # bump when the meaning of a stored chunk changes
-#: what the adversary sees (ALGORITHMS.md §11.4): the trained model only, or every noisy step
+#: what the adversary sees (docs/audits.md): the trained model only, or every noisy step
 THREATS = ("final_model", "all_updates")
 
 
@@ -143,6 +146,14 @@ def _checked(check: Callable[..., Any], name: str, value: Any, *args, **kwargs) 
         raise AuditError(str(exc).replace(f"{name} must", f"{name}: must", 1)) from None
 
 
+def _allowed(name: str, value: Any, constraints: Any) -> Any:
+    """`validate(name, value, constraints)` (dpbench.core.validation), its error as an AuditError."""
+    try:
+        return validate(name, value, constraints)
+    except InvalidValue as exc:
+        raise AuditError(str(exc)) from None
+
+
 def _declared(what: str, validate: Callable[[dict], dict], given: dict, *, coerce: bool) -> dict:
     """`given` checked by a registry entry's `validate` (errors as AuditError `what.key: ...`): the
     coerced values (coerce=True, hyperparameters as a spec's grid holds them) or the values as
@@ -196,13 +207,11 @@ def check_setup(setup: AuditSetup) -> ResolvedAudit:
             raise AuditError(f"epsilon: {setup.algorithm} is private: give the target epsilon to audit")
     else:
         _checked(checks.positive, "epsilon", setup.epsilon)
-    if setup.threat not in THREATS:
-        raise AuditError(f"threat: must be one of {', '.join(THREATS)}, got {setup.threat!r}")
+    _allowed("threat", setup.threat, StrOptions(THREATS))
     if setup.threat == "all_updates" and not info.updates:
         raise AuditError(f"threat: {setup.algorithm} releases only its final model (it reports no noisy steps); "
                          f"audit it with threat final_model")
-    if setup.threshold is not None and setup.threshold not in THRESHOLD_RULES:
-        raise AuditError(f"threshold: must be one of {', '.join(THRESHOLD_RULES)}, got {setup.threshold!r}")
+    _allowed("threshold", setup.threshold, [StrOptions(THRESHOLD_RULES), None])
     if (setup.threat == "all_updates" or setup.canaries is not None) and not recipe.spare_coordinate:
         needs = "the all-updates statistic" if setup.canaries is None else "a one-run audit"
         raise AuditError(f"canary: {needs} needs a canary on a coordinate no base row touches; recipe "
@@ -219,7 +228,7 @@ def check_setup(setup: AuditSetup) -> ResolvedAudit:
                 raise AuditError(f"guesses: at most one per canary ({setup.canaries}), got {setup.guesses}")
     elif setup.guesses is not None:
         raise AuditError("guesses: given without canaries (guesses belong to a one-run audit)")
-    _checked(checks.unit_interval, "delta", setup.delta)
+    _checked(checks.unit_interval, "delta", setup.delta)  # checks.DELTA, as a spec's delta
     _checked(checks.unit_interval, "alpha", setup.alpha)
     if setup.canaries is None:  # a one-run audit trains once
         _checked(checks.integer, "trials", setup.trials, 4)  # some runs choose the test, the others count its errors

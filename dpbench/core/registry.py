@@ -11,9 +11,10 @@ A component declares each parameter once, as an annotated keyword of the functio
 
 `params_of(fit)` reads name, type (float, int, str, bool; `X | None` makes it optional), default
 (the keyword's default) and the rest (help, range, choices, paper reference) from that signature.
-The same `Param` objects then check a spec's values, an audit's values and the CLI's, fill the
-defaults of figures and tables, and describe the component in `dpbench list`: there is nothing
-left to keep consistent.
+`Param.constraints()` states the declaration in the validation vocabulary (dpbench.core.validation),
+whose one error and message form every check shares. The same `Param` objects then check a spec's
+values, an audit's values and the CLI's, fill the defaults of figures and tables, and describe the
+component in `dpbench list`: there is nothing left to keep consistent.
 
 Built-in components register when their package is imported (`Registry(builtins=...)` imports it on
 first use). Installed packages add components through the entry point group of the kind
@@ -28,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
-import math
 import os
 import types
 import typing
@@ -36,6 +36,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from importlib import metadata
 from typing import Any, Callable, Generic, TypeVar
+
+from dpbench.core.validation import (Boolean, Constraint, Integral, Interval, Options, Real, Sequence, StrOptions,
+                                     Text, validate as validate_value)
 
 _KINDS = (bool, int, float, str)
 
@@ -62,41 +65,35 @@ class Param:
     default: Any = None
     optional: bool = False  # None is an accepted value
 
-    def check(self, value: Any) -> Any:
-        """Return the value coerced to `kind`, or raise ValueError with the reason (no path)."""
-        if value is None:
-            if self.optional:
-                return None
-            raise ValueError("must be set, got null")
+    def constraints(self) -> list:
+        """The declaration in the validation vocabulary (dpbench.core.validation): the type with its
+        range, then the choices, and None when null is allowed."""
         if self.kind is bool:
-            if not isinstance(value, bool):
-                raise ValueError(f"must be true or false, got {value!r}")
-            return value
-        if self.kind in (int, float):
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"must be a number, got {value!r}")
-            if self.kind is int and not float(value).is_integer():
-                raise ValueError(f"must be an integer, got {value!r}")
-            value = self.kind(value)
-            if not math.isfinite(value):
-                raise ValueError(f"must be finite, got {value!r}")
-            if self.minimum is not None:
-                if self.exclusive_minimum and not value > self.minimum:
-                    raise ValueError(f"must be > {self.minimum:g}, got {value:g}")
-                if not self.exclusive_minimum and not value >= self.minimum:
-                    raise ValueError(f"must be >= {self.minimum:g}, got {value:g}")
-            if self.maximum is not None and not value <= self.maximum:
-                raise ValueError(f"must be <= {self.maximum:g}, got {value:g}")
+            kind: Constraint = Boolean()
+        elif self.kind in (int, float):
+            kind = Interval(Integral if self.kind is int else Real, self.minimum, self.maximum,  # maximum: inclusive
+                            closed="right" if self.exclusive_minimum else "both", whole_floats=True)
         elif self.kind is str:
-            if not isinstance(value, str):
-                raise ValueError(f"must be a string, got {value!r}")
-        elif self.kind in (list, tuple):
-            if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-                raise ValueError(f"must be a list of strings, got {value!r}")
-            value = tuple(value)
-        if self.choices is not None and value not in self.choices:
-            raise ValueError(f"must be one of {', '.join(map(str, self.choices))}; got {value!r}")
-        return value
+            kind = Text(empty=True)
+        else:
+            kind = Sequence(Text(empty=True), min_len=0, what="a list of strings")
+        out: list = [kind]
+        if self.choices is not None:
+            out.append(StrOptions(self.choices) if all(isinstance(c, str) for c in self.choices) else
+                       Options(self.choices))
+        return out + ([None] if self.optional else [])
+
+    def check(self, value: Any, path: str = "") -> Any:
+        """The value converted to `kind` (an int, a float, a tuple of strings), or InvalidValue (a
+        ValueError) `<path>: must be ..., got ...`; without a path the message starts at "must"."""
+        kind, *rest = self.constraints()
+        if value is None and self.optional:
+            return None
+        out = validate_value(path, value, kind)
+        for constraint in rest:
+            if constraint is not None:
+                validate_value(path, out, constraint)
+        return out
 
     def describe(self) -> str:
         """One line for `dpbench list` and the docs: type, default, range and meaning."""
@@ -177,10 +174,7 @@ def validate(params: tuple[Param, ...], given: Mapping[str, Any], owner: str, *,
     out = {}
     for p in params:
         if p.name in given:
-            try:
-                out[p.name] = p.check(given[p.name])
-            except ValueError as exc:
-                raise ValueError(f"{p.name}: {exc}") from None
+            out[p.name] = p.check(given[p.name], p.name)
         elif fill:
             out[p.name] = p.default
     return out
@@ -366,4 +360,5 @@ def import_submodules(package: str) -> None:
             importlib.import_module(f"{package}.{info.name}")
 
 
-__all__ = ["BUILT_IN", "Declared", "Param", "Registry", "current_source", "plugin_source", "resolve_paths", "import_submodules", "params_of", "validate"]
+__all__ = ["BUILT_IN", "Declared", "Param", "Registry", "current_source", "import_submodules", "params_of", "plugin_source",
+           "resolve_paths", "validate"]

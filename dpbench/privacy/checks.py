@@ -2,15 +2,26 @@
 
 Every function returns the value converted (float or int) or raises ValueError naming the
 argument, the condition and the value given, e.g. "delta must be in (0, 1), got 2.0".
-Booleans are rejected where a number is expected (True is not the integer 1 here).
+Booleans are rejected where a number is expected (True is not the integer 1 here). What each
+allows is a constraint of the validation vocabulary (dpbench.core.validation), declared once here
+and shared with the spec and the audit setups: `DELTA` is the one statement of what a delta may be.
 """
 
 from __future__ import annotations
 
-import math
+from typing import Any
+
+from dpbench.core.validation import Integral, Interval, Real
+
+POSITIVE = Interval(Real, 0, None, closed="neither")
+NON_NEGATIVE = Interval(Real, 0, None, closed="left")
+#: the delta of (epsilon, delta)-DP: a probability in (0, 1) (at 1 the guarantee says nothing)
+DELTA = Interval(Real, 0, 1, closed="neither")
+#: a sampling rate: in (0, 1]
+RATE = Interval(Real, 0, 1, closed="right")
 
 
-def _number(name: str, value, condition: str) -> float:
+def _number(name: str, value: Any, condition: str) -> float:
     if isinstance(value, bool):
         raise ValueError(f"{name} must be {condition}, got {value!r}")
     try:
@@ -19,40 +30,46 @@ def _number(name: str, value, condition: str) -> float:
         raise ValueError(f"{name} must be {condition}, got {value!r}") from None
 
 
-def positive(name: str, value) -> float:
+def _within(name: str, value: Any, interval: Interval) -> float:
+    """`value` as a float inside `interval`, else "name must be <its description>, got value"."""
+    out = _number(name, value, interval.describe())
+    if interval.problem(out) is not None:
+        raise ValueError(f"{name} must be {interval.describe()}, got {value!r}")
+    return out
+
+
+def positive(name: str, value: Any) -> float:
     """A finite number > 0."""
-    out = _number(name, value, "a finite number > 0")
-    if not (math.isfinite(out) and out > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return out
+    return _within(name, value, POSITIVE)
 
 
-def non_negative(name: str, value) -> float:
+def non_negative(name: str, value: Any) -> float:
     """A finite number >= 0."""
-    out = _number(name, value, "a finite number >= 0")
-    if not (math.isfinite(out) and out >= 0):
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    return out
+    return _within(name, value, NON_NEGATIVE)
 
 
-def integer(name: str, value, minimum: int = 1) -> int:
+def integer(name: str, value: Any, minimum: int = 1) -> int:
     """An integer (an integral float is accepted) >= minimum."""
+    interval = Interval(Integral, minimum, None, closed="left")
     if isinstance(value, bool):
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        raise ValueError(f"{name} must be {interval.describe()}, got {value!r}")
     try:
         out = int(value)
         ok = out == value
     except (TypeError, ValueError, OverflowError):
         ok = False
-    if not ok or out < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if not ok or interval.problem(out) is not None:
+        raise ValueError(f"{name} must be {interval.describe()}, got {value!r}")
     return out
 
 
-def unit_interval(name: str, value, *, include_one: bool = False) -> float:
-    """A number in (0, 1), or in (0, 1] with include_one (a sampling rate)."""
-    interval = "(0, 1]" if include_one else "(0, 1)"
-    out = _number(name, value, f"a number in {interval}")
-    if not (0.0 < out < 1.0 or (include_one and out == 1.0)):
-        raise ValueError(f"{name} must be in {interval}, got {value!r}")
+def unit_interval(name: str, value: Any, *, include_one: bool = False) -> float:
+    """A number in (0, 1) (`DELTA`), or in (0, 1] with include_one (a sampling rate, `RATE`)."""
+    interval = RATE if include_one else DELTA
+    out = _number(name, value, f"a number {interval.bounds()}")
+    if interval.problem(out) is not None:
+        raise ValueError(f"{name} must be {interval.bounds()}, got {value!r}")
     return out
+
+
+__all__ = ["DELTA", "NON_NEGATIVE", "POSITIVE", "RATE", "integer", "non_negative", "positive", "unit_interval"]

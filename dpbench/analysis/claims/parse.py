@@ -1,0 +1,94 @@
+"""The `claims:` block of an experiment parsed into `Claim`s, every value checked against its
+declared constraints (dpbench.core.validation): the keys every claim has here, a kind's own keys
+in its declaration (`claim_kind`). Every error is one SpecError line naming the YAML path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dpbench.analysis.claims.claim import Claim
+from dpbench.analysis.claims.kinds import CLAIM_KINDS, REQUIRED
+from dpbench.core.errors import SpecError
+from dpbench.core.validation import Interval, Mapping, Pair, Real, Sequence, StrOptions, Text, missing, unknown_key, \
+    validate
+
+#: keys every claim has before its kind's own, and after them (its scope and a note)
+HEAD_KEYS = ("id", "source", "quote", "kind", "relation")
+SCOPE_KEYS = ("epsilons", "datasets", "models", "note")
+ID = Text(pattern=r"[a-z0-9][a-z0-9-]*", what="lower-case letters, digits and '-'", strip=True)
+TEXT = Text(strip=True)
+LABELS = Sequence(Text(), what="a non-empty list of labels")
+EPSILONS = Pair(Interval(Real))
+
+
+def claim_keys() -> tuple[str, ...]:
+    """Every key a claim may have: the common ones and the fields of every declared kind."""
+    own = dict.fromkeys(f.name for kind in CLAIM_KINDS.values() for f in kind.fields)
+    return HEAD_KEYS + tuple(k for k in own if k not in HEAD_KEYS + SCOPE_KEYS) + SCOPE_KEYS
+
+
+def _text(entry: dict, key: str, path: str, required: bool = True) -> str | None:
+    value = entry.get(key)
+    if value is None:
+        if required:
+            raise missing(f"{path}.{key}")
+        return None
+    return validate(f"{path}.{key}", value, TEXT)
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in "aeiou" else "a"
+
+
+def parse_claims(value: Any, path: str = "claims") -> tuple[Claim, ...]:
+    """A `claims:` block -> Claims; one-line SpecError naming the YAML path for anything wrong."""
+    keys = claim_keys()
+    entries = validate(path, value, [Sequence(Mapping(f"a mapping with keys {', '.join(keys)}"), min_len=0,
+                                              what="a list of claims"), None])
+    out, seen = [], set()
+    for i, entry in enumerate(entries or ()):
+        where = f"{path}[{i}]"
+        for key in entry:
+            if key not in keys:
+                raise unknown_key(where, key, keys)
+        if entry.get("id") is None:
+            raise missing(f"{where}.id")
+        cid = validate(f"{where}.id", entry["id"], ID)
+        if cid in seen:
+            raise SpecError(f"{where}.id: repeated id {cid!r}")
+        seen.add(cid)
+        where = f"{path}[{cid}]"
+        try:
+            kind = CLAIM_KINDS.lookup(_text(entry, "kind", where))
+        except ValueError as exc:
+            raise SpecError(f"{where}.kind: {exc}") from None
+        a_kind = f"{_article(kind.name)} {kind.name} claim"
+        relation = validate(f"{where}.relation", _text(entry, "relation", where), StrOptions(kind.relations),
+                            note=f"the relations of {a_kind}")
+        fields = {}
+        for f in kind.fields:
+            given = entry.get(f.name)
+            if not f.applies(relation):
+                if given is not None:
+                    raise SpecError(f"{where}.{f.name}: does not apply to {a_kind} with relation {relation}")
+                fields[f.name] = None if f.default is REQUIRED else f.default
+            elif given is None:
+                if f.required(relation):
+                    raise missing(f"{where}.{f.name}", f.hint)
+                fields[f.name] = f.default
+            else:
+                fields[f.name] = validate(f"{where}.{f.name}", given, f.constraints)
+        for key in entry:
+            if key not in HEAD_KEYS + SCOPE_KEYS and key not in fields:
+                raise SpecError(f"{where}.{key}: does not apply to {a_kind}")
+        epsilons = entry.get("epsilons")
+        out.append(Claim(id=cid, source=_text(entry, "source", where), quote=_text(entry, "quote", where),
+                         kind=kind.name, relation=relation, note=_text(entry, "note", where, False) or "",
+                         epsilons=None if epsilons is None else validate(f"{where}.epsilons", epsilons, EPSILONS),
+                         datasets=validate(f"{where}.datasets", entry.get("datasets"), [LABELS, None]) or (),
+                         models=validate(f"{where}.models", entry.get("models"), [LABELS, None]) or (),
+                         fields=tuple(fields.items())))
+    return tuple(out)
+
+
+__all__ = ["HEAD_KEYS", "SCOPE_KEYS", "claim_keys", "parse_claims"]

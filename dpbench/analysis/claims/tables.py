@@ -1,0 +1,56 @@
+"""The verdicts as tables: claims.csv (`table`), the Markdown table a paper's docs page leads with
+(`markdown`), and the block of a Markdown file that carries it (`readme_block`, `fill_readme`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from dpbench.analysis.claims.verdicts import Verdict
+
+
+def table(verdicts: list[Verdict]) -> pd.DataFrame:
+    """claims.csv: one row per claim (`Verdict.row`)."""
+    return pd.DataFrame([v.row() for v in verdicts])
+
+
+def _fmt(value: float, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and not np.isfinite(value)):
+        return "∞" if isinstance(value, float) and value == float("inf") else "–"
+    return f"{value:.{digits}g}"
+
+
+def markdown(verdicts: list[Verdict]) -> str:
+    """claims.md: the verdict table a paper's docs page leads with."""
+    lines = ["| claim | source | relation tested | effect [95 % CI] (deciding panel) | p (Holm) | verdict | seeds |",
+             "|---|---|---|---|---|---|---|"]
+    for v in verdicts:
+        r = v.row()
+        quote = r["quote"] if len(r["quote"]) <= 90 else r["quote"][:87] + "…"
+        if v.tests:
+            effect = f"{_fmt(r['effect'])} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}] ({r['where']})"
+            p = _fmt(v.p_opp_holm if v.verdict == "contradicted" else v.p_holm, 2)
+            seeds = f"{r['seeds']}" + (f" (needs ~{_fmt(v.seeds_needed, 3)})" if v.verdict == "inconclusive" else "")
+        else:
+            effect, p, seeds = r["where"], "–", "–"
+        lines.append(f"| `{v.claim.id}`: “{quote}” | {r['source']} | {r['claim']} | {effect} | {p} | "
+                     f"**{v.verdict}** | {seeds} |")
+    return "\n".join(lines) + "\n"
+
+
+def readme_block(name: str) -> tuple[str, str]:
+    """The markers between which a Markdown file carries experiment `name`'s generated claims table."""
+    return f"<!-- claims:{name} -->", f"<!-- /claims:{name} -->"
+
+
+def fill_readme(text: str, name: str, table_markdown: str) -> str:
+    """`text` with the block of experiment `name` (`readme_block`) holding `table_markdown`;
+    ValueError when the text has no such block."""
+    start, end = readme_block(name)
+    i, j = text.find(start), text.find(end)
+    if i < 0 or j < i:
+        raise ValueError(f"no {start} ... {end} block in the README")
+    return text[:i + len(start)] + "\n" + table_markdown.rstrip("\n") + "\n" + text[j:]
+
+
+__all__ = ["fill_readme", "markdown", "readme_block", "table"]

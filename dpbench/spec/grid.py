@@ -1,0 +1,146 @@
+"""The validated experiment (`Experiment`) and its grid of cells: algorithms x hyperparameter
+combinations x datasets x models x epsilons x seeds, or the runs of an algorithm's private
+selection (random searches drawn from the grid, independent of the data)."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from dpbench.core.keys import Cell, digest, seed_from
+from dpbench.spec.algorithms import AlgorithmSpec
+from dpbench.spec.components import Component
+from dpbench.spec.figure_specs import FigureSpec
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A validated experiment: its components, grid, figures, audits and claims (`load`)."""
+
+    name: str
+    description: str
+    paper: str
+    profile: str
+    seed: int
+    seeds: tuple[int, ...]  # the repetitions of every dataset without its own entry in `dataset_seeds`
+    datasets: tuple[Component, ...]
+    models: tuple[Component, ...]
+    algorithms: tuple[AlgorithmSpec, ...]
+    epsilons: tuple[float, ...]
+    delta: str | float
+    metrics: tuple[str, ...]
+    selection: str | dict | None
+    figures: tuple[FigureSpec, ...]
+    optimum: tuple[tuple[str, int], ...]
+    source: str
+    resolved: dict  # the spec after the profile was applied (hashed into the manifest)
+    audits: tuple = ()  # dpbench.audit.setup.AuditSetup per (audited algorithm, epsilon)
+    claims: tuple = ()  # dpbench.analysis.claims.Claim per claim of the `claims:` block
+    # (dataset label, its repetitions) for each dataset whose seeds differ from `seeds` (a `seeds:`
+    # mapping); use `reps_for` / `seeds_for`
+    dataset_seeds: tuple[tuple[str, tuple[int, ...]], ...] = ()
+
+    @property
+    def spec_hash(self) -> str:
+        return digest(self.resolved)
+
+    def reps_for(self, dataset: Component | str) -> tuple[int, ...]:
+        """The repetitions (cell `rep` values) of a dataset entry, or of a dataset label."""
+        label = dataset.label if isinstance(dataset, Component) else dataset
+        return dict(self.dataset_seeds).get(label, self.seeds)
+
+    def seeds_for(self, dataset: Component | str) -> int:
+        """The number of seeds of a dataset entry, or of a dataset label."""
+        return len(self.reps_for(dataset))
+
+    def seeds_summary(self) -> str:
+        """The seeds in one line: `5`, or per dataset `{default: 5, Breast Cancer: 50, Iris: 50}`
+        (lists of seed values where the spec gave lists)."""
+        def one(reps: tuple[int, ...]) -> str:
+            return str(len(reps)) if reps == tuple(range(len(reps))) else "[" + ", ".join(map(str, reps)) + "]"
+
+        if not self.dataset_seeds:
+            return one(self.seeds)
+        return "{" + ", ".join([f"default: {one(self.seeds)}"] +
+                               [f"{label}: {one(reps)}" for label, reps in self.dataset_seeds]) + "}"
+
+    def budgets(self, algo: AlgorithmSpec) -> tuple[float, ...]:
+        """The epsilons a private algorithm entry runs at: its own `epsilons`, else the experiment's."""
+        return algo.epsilons if algo.epsilons is not None else self.epsilons
+
+    def n_cells(self, skip_datasets: frozenset[str] = frozenset()) -> int:
+        """len(self.cells(skip_datasets)), counted without building the grid (a random search's
+        runs are counted by drawing them)."""
+        total = 0
+        for algo, ds, model in itertools.product(self.algorithms, self.datasets, self.models):
+            if ds.label in skip_datasets or not algo.applies_to(ds, model):
+                continue
+            if algo.tuning is None:
+                total += len(algo.grid) * (len(self.budgets(algo)) if algo.private else 1) * self.seeds_for(ds)
+            else:
+                total += sum(len(self.search_runs(algo, ds, model, eps)) for eps in self.budgets(algo))
+        return total
+
+    def search_runs(self, algo: AlgorithmSpec, ds: Component, model: Component, eps: float
+                    ) -> list[tuple[int, int, int]]:
+        """The runs of private selection for one (algorithm, dataset, model, epsilon) as (rep, draw,
+        grid index): draw j = 1..K of each seed's random search (`tuning_draws`), then an accounting
+        run (draw 0, first seed) of every combination no search drew, so that the selection's
+        guarantee can cover the whole grid. Seeds are the dataset's (`reps_for`)."""
+        reps = self.reps_for(ds)
+        runs = [(rep, j, i) for rep in reps
+                for j, i in enumerate(tuning_draws(algo, ds, model, eps, self.seed, rep), 1)]
+        drawn = {i for _, _, i in runs}
+        return runs + [(reps[0], 0, i) for i in range(len(algo.grid)) if i not in drawn]
+
+    def cells(self, skip_datasets: frozenset[str] = frozenset()) -> list[Cell]:
+        """The grid: algorithms x hyperparameter combinations x datasets x models x epsilons x seeds
+        (the dataset's: `reps_for`).
+
+        An algorithm with `tuning` (private selection) has the runs of its random searches instead
+        (`search_runs`). `skip_datasets`: labels of optional datasets whose files are absent
+        (pipeline.preflight).
+        """
+        out: list[Cell] = []
+        for algo, ds, model in itertools.product(self.algorithms, self.datasets, self.models):
+            if ds.label in skip_datasets or not algo.applies_to(ds, model):
+                continue
+
+            def cell(params, eps, rep, draw=None):
+                return Cell(algorithm=algo.name, params=params, dataset=ds.name, dataset_options=ds.options,
+                            model=model.name, model_options=model.options, epsilon=eps, delta=self.delta,
+                            rep=rep, seed=self.seed, optimum=self.optimum, label=algo.label,
+                            dataset_label=ds.label, model_label=model.label, dataset_panel=ds.panel or ds.label,
+                            draw=draw, tuning=algo.tuning, plugin=algo.plugin, plugin_digest=algo.plugin_digest,
+                            dataset_base=ds.base, dataset_files=ds.files_digest)
+
+            if algo.tuning is None:
+                out.extend(cell(params, eps, rep) for rep in self.reps_for(ds) for params in algo.grid
+                           for eps in (self.budgets(algo) if algo.private else (None,)))
+            else:
+                out.extend(cell(algo.grid[i], eps, rep, draw=j) for eps in self.budgets(algo)
+                           for rep, j, i in self.search_runs(algo, ds, model, eps))
+        return out
+
+
+# ---- loading ---------------------------------------------------------------------------------
+
+
+def tuning_draws(algo: AlgorithmSpec, ds: Component, model: Component, eps: float, seed: int, rep: int) -> list[int]:
+    """The grid indices of one random search of private selection, in run order: K ~ D_{eta,gamma}
+    (dpbench.privacy.tuning) runs, each a combination drawn uniformly. Data-independent: a hash of
+    (experiment seed, repetition, algorithm, grid, dataset, model, epsilon, settings)."""
+    from dpbench.privacy.tuning import run_count_distribution
+
+    settings = dict(algo.tuning or ())
+    runs = run_count_distribution(settings["mean_runs"], settings["eta"])
+    rng = np.random.default_rng(np.random.SeedSequence(seed_from(
+        "tuning", seed, rep, algo.name, [dict(p) for p in algo.grid], ds.name, dict(ds.options), model.name,
+        dict(model.options), eps, settings)))
+    k = runs.sample(rng)
+    return [int(i) for i in rng.integers(0, len(algo.grid), size=k)]
+
+
+__all__ = ["Experiment", "tuning_draws"]

@@ -1,0 +1,141 @@
+"""The top-level sections of a spec that are single values or short lists: name and texts, the
+seed and the seeds, epsilons, delta, metrics, selection and the L* optimiser's budget, each
+checked against its declared constraints (dpbench.core.validation)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dpbench.core.errors import SpecError
+from dpbench.core.keys import compile_delta, evaluate_delta
+from dpbench.core.validation import Integral, Interval, Mapping, Sequence, StrOptions, Text, missing, unknown_key, \
+    validate
+from dpbench.privacy.checks import DELTA, POSITIVE
+from dpbench.run.metrics import METRICS, SELECTION_METRICS
+from dpbench.spec.components import Component
+
+TOP_KEYS = ("name", "description", "paper", "seed", "seeds", "datasets", "models", "algorithms", "epsilons",
+            "delta", "metrics", "selection", "figures", "optimum", "audits", "claims", "profiles")
+OPTIMUM_DEFAULTS = {"maxiter": 500, "restarts": 2}
+#: an experiment's name is the folder of its results
+NAME = Text(pattern=r"[^./\\][^/\\]*", what="a folder name: letters, digits, - and _")
+EPSILONS = Sequence(POSITIVE, unique=True, what="a non-empty list of distinct numbers > 0")
+SEED_COUNT = Interval(Integral, 1, None, closed="left")
+SEED_LIST = Sequence(Interval(Integral, 0, None, closed="left"), unique=True,
+                     what="a non-empty list of distinct integers >= 0")
+SEED_MAPPING = Mapping("a mapping such as {default: 5, Iris: 50}")
+DELTA_EXPRESSION = Text(what="an expression of n such as 1/n")
+
+
+def text(spec: dict, key: str, default: str = "") -> str:
+    """A free-text key (`description`, `paper`, ...); `default` when absent or null."""
+    value = validate(key, spec.get(key), [Text(empty=True), None])
+    return default if value is None else value
+
+
+def integer(value: Any, path: str, minimum: int | None = None) -> int:
+    """An integer (a YAML int, not 2.0) >= minimum."""
+    return validate(path, value, Interval(Integral, minimum, None, closed="left"))
+
+
+def seeds(value: Any, path: str = "seeds") -> tuple[int, ...]:
+    """A count N (repetitions 0..N-1) or a list of distinct seeds >= 0."""
+    out = validate(path, value, [SEED_COUNT, SEED_LIST] + ([SEED_MAPPING] if path == "seeds" else []))
+    return tuple(range(out)) if isinstance(out, int) else out
+
+
+def seed_plan(value: Any, datasets: tuple[Component, ...]
+              ) -> tuple[tuple[int, ...], tuple[tuple[str, tuple[int, ...]], ...]]:
+    """`seeds:` -> (default repetitions, (dataset label, repetitions) where they differ).
+
+    A mapping names datasets by label, by sweep panel (every entry of a `sweep:`) or by dataset
+    name, the most specific first (label, then panel, then name); `default` covers the others.
+    The entries of one sweep keep one count: their points are paired by seed along n or d.
+    """
+    if not isinstance(value, dict):
+        return seeds(value), ()
+    if "default" not in value:
+        raise SpecError("seeds: a mapping needs 'default' (the seeds of every dataset it does not name), "
+                        "e.g. {default: 5, Iris: 50}")
+    panels = list(dict.fromkeys(c.panel or c.label for c in datasets))
+    known = set(panels) | {c.label for c in datasets} | {c.name for c in datasets}
+    names = [n for n in dict.fromkeys(c.name for c in datasets) if n not in panels]
+    choices = ", ".join(panels) + (f"; names: {', '.join(names)}" if names else "") if datasets else "none"
+    parsed: dict[Any, tuple[int, ...]] = {}
+    for key, count in value.items():
+        if key != "default" and key not in known:
+            raise SpecError(f"seeds: unknown dataset {key!r} (datasets: {choices})")
+        parsed[key] = seeds(count, f"seeds.{key}")
+    default = parsed["default"]
+    reps = {c.label: next((parsed[k] for k in (c.label, c.panel, c.name) if k in parsed), default)
+            for c in datasets}
+    for c in datasets:
+        if c.panel and c.panel != c.label and reps[c.label] != reps[next(
+                d.label for d in datasets if d.panel == c.panel)]:
+            key = next(d.label for d in datasets if d.panel == c.panel and d.label in parsed)
+            raise SpecError(f"seeds.{key}: the entries of the sweep {c.panel!r} need the same seeds (their points "
+                            f"are paired by seed); give the count to {c.panel!r}")
+    return default, tuple((label, r) for label, r in reps.items() if r != default)
+
+
+def epsilons(value: Any, required: bool, path: str = "epsilons") -> tuple[float, ...]:
+    """The privacy budgets, sorted; () when absent and not `required`."""
+    if value is None:
+        if required:
+            raise missing(path, "list the privacy budgets, e.g. [0.1, 0.5, 1, 2]")
+        return ()
+    return tuple(sorted(validate(path, value, EPSILONS)))
+
+
+def delta(value: Any) -> str | float:
+    """A number in (0, 1) (`dpbench.privacy.checks.DELTA`), or an expression of n made only of
+    what core.keys.compile_delta accepts.
+
+    An expression's value depends on the training size n of each dataset, known once the data
+    are loaded: pipeline.preflight checks it there, before any cell runs (a value probed at some
+    other n here would refuse expressions such as 1/(n-400) that are fine at the real n). A
+    constant expression is checked here."""
+    value = validate("delta", value, [DELTA, DELTA_EXPRESSION])
+    if isinstance(value, str):
+        try:
+            if not compile_delta(value).uses_n:
+                validate("delta", evaluate_delta(value, 0), DELTA)
+        except SpecError:
+            raise
+        except ValueError as exc:
+            raise SpecError(f"delta: {exc}") from None
+    return value
+
+
+def selection(value: Any, metrics: tuple[str, ...]) -> str | dict | None:
+    """None (each metric by its natural validation score), one score for all, or metric -> score."""
+    score = StrOptions(SELECTION_METRICS)
+    value = validate("selection", value, [score, Mapping("a mapping metric -> one of them"), None])
+    if not isinstance(value, dict):
+        return value
+    for metric, by in value.items():
+        if metric not in metrics:
+            raise SpecError(f"selection.{metric}: not among this experiment's metrics ({', '.join(metrics)})")
+        validate(f"selection.{metric}", by, score)
+    return dict(value)
+
+
+def optimum(value: Any) -> tuple[tuple[str, int], ...]:
+    """The L-BFGS budget of the L* estimate, OPTIMUM_DEFAULTS filled in."""
+    value = validate("optimum", value, [Mapping("a mapping such as {restarts: 2, maxiter: 500}"), None]) or {}
+    for key in value:
+        if key not in OPTIMUM_DEFAULTS:
+            raise unknown_key("optimum", key, OPTIMUM_DEFAULTS)
+    merged = {**OPTIMUM_DEFAULTS, **value}
+    return tuple(sorted((k, integer(v, f"optimum.{k}", minimum=1)) for k, v in merged.items()))
+
+
+def metrics(value: Any) -> tuple[str, ...]:
+    """The metrics an experiment tabulates (a name or a non-empty list of names)."""
+    if isinstance(value, str):
+        value = [value]
+    return validate("metrics", value, Sequence(StrOptions(METRICS), what=f"a non-empty list of {', '.join(METRICS)}"))
+
+
+__all__ = ["DELTA_EXPRESSION", "EPSILONS", "NAME", "OPTIMUM_DEFAULTS", "SEED_COUNT", "SEED_LIST", "TOP_KEYS", "delta",
+           "epsilons", "integer", "metrics", "optimum", "seed_plan", "seeds", "selection", "text"]
