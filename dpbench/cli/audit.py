@@ -6,8 +6,9 @@ from __future__ import annotations
 import click
 
 from dpbench.cli.audit_text import format_audit
-from dpbench.cli.options import DATA_HELP, FiniteFloatRange, check_scheduler, writable_folder
+from dpbench.cli.options import DATA_HELP, Checked, check_scheduler, writable_folder
 from dpbench.core.errors import DpbenchError
+from dpbench.core.validation import DELTA, OPEN_UNIT, POSITIVE, Integral, Interval
 
 
 @click.command()
@@ -17,19 +18,19 @@ from dpbench.core.errors import DpbenchError
 @click.option("--dataset", default=None, help="dataset of the base rows (not for self-contained canaries such as "
                                               "pidp_constant)")
 @click.option("--model", default="logreg", show_default=True, help="model (see `dpbench list models`)")
-@click.option("--eps", "epsilon", default=None, type=FiniteFloatRange(0, min_open=True),
+@click.option("--eps", "epsilon", default=None, type=Checked(POSITIVE),
               help="target epsilon (required for a private algorithm)")
-@click.option("--delta", default=1e-5, show_default=True, type=FiniteFloatRange(0, 1, min_open=True, max_open=True),
+@click.option("--delta", default=1e-5, show_default=True, type=Checked(DELTA),
               help="target delta (also the delta of the bound)")
-@click.option("--trials", default=None, type=click.IntRange(min=4),
+@click.option("--trials", default=None, type=Checked(Interval(Integral, 4)),
               help="trainings per side (some choose the test, the others estimate its error rates); required "
                    "unless --one-run")
 @click.option("--one-run", is_flag=True,
               help="one training with --canaries canaries, each in with probability 1/2, and a lower bound from the "
                    "correct membership guesses (Steinke, Nasr, Jagielski 2023) instead of --trials trainings a side")
-@click.option("--canaries", default=1000, show_default=True, type=click.IntRange(min=2),
+@click.option("--canaries", default=1000, show_default=True, type=Checked(Interval(Integral, 2)),
               help="canaries of a --one-run audit")
-@click.option("--guesses", default=None, type=click.IntRange(min=1),
+@click.option("--guesses", default=None, type=Checked(Interval(Integral, 1)),
               help="membership guesses of a --one-run audit, on the canaries with the highest and lowest scores "
                    "(default: a tenth of the canaries)")
 @click.option("--canary", default="spare_feature", show_default=True,
@@ -46,11 +47,13 @@ from dpbench.core.errors import DpbenchError
 @click.option("--model-option", "model_options", multiple=True, metavar="NAME=VALUE", help="model option (repeatable)")
 @click.option("--dataset-option", "dataset_options", multiple=True, metavar="NAME=VALUE",
               help="dataset option (repeatable)")
-@click.option("--rows", default=None, type=click.IntRange(min=2), help="base rows (default: the recipe's, e.g. 1000)")
-@click.option("--alpha", default=0.05, show_default=True, type=FiniteFloatRange(0, 1, min_open=True, max_open=True),
+@click.option("--rows", default=None, type=Checked(Interval(Integral, 2)),
+              help="base rows (default: the recipe's, e.g. 1000)")
+@click.option("--alpha", default=0.05, show_default=True, type=Checked(OPEN_UNIT),
               help="1 - confidence of the bound")
-@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="seed of data and fits")
-@click.option("--jobs", "-j", default=1, show_default=True, type=click.IntRange(min=1), help="parallel workers")
+@click.option("--seed", default=0, show_default=True, type=Checked(Interval(Integral, 0)), help="seed of data and fits")
+@click.option("--jobs", "-j", default=1, show_default=True, type=Checked(Interval(Integral, 1)),
+              help="parallel workers")
 @click.option("--backend", default="loky", show_default=True,
               type=click.Choice(["loky", "threading", "sequential", "dask"]), help="joblib backend (as for run)")
 @click.option("--scheduler", default=None, metavar="ADDRESS", help="dask scheduler address (--backend dask)")

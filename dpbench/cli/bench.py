@@ -9,9 +9,11 @@ import click
 
 from dpbench.cli.blas_threads import USER_THREAD_ENV  # first: its thread settings precede numpy's import
 
+# isort: split
 from dpbench.bench.suites import SUITES as BENCH_SUITES  # imports numpy
-from dpbench.cli.options import DATA_HELP
+from dpbench.cli.options import DATA_HELP, Checked
 from dpbench.core.errors import DpbenchError
+from dpbench.core.validation import Integral, Interval
 
 
 @click.command()
@@ -21,7 +23,8 @@ from dpbench.core.errors import DpbenchError
               help="instead of the suites: dpbench's DP-SGD steps (the steps suite) side by side with Opacus "
                    "(hooks and ghost clipping) per model and batch size, and their ratio; needs the optional "
                    "extra: pip install torch==2.13.0 'dpbench[opacus]' (dpbench/bench/opacus.py)")
-@click.option("--repeats", default=1, show_default=True, type=click.IntRange(1), help="best of this many runs")
+@click.option("--repeats", default=1, show_default=True, type=Checked(Interval(Integral, 1)),
+              help="best of this many runs")
 @click.option("--output", default="results/bench.json", show_default=True, type=click.Path(dir_okay=False),
               help="where the JSON records go")
 @click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False), help=DATA_HELP)

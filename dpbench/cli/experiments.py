@@ -10,14 +10,8 @@ import time
 import click
 
 from dpbench.cli.claims import verdict_counts
-from dpbench.cli.options import (
-    RESULTS_HELP,
-    FiniteFloatRange,
-    check_scheduler,
-    load_spec,
-    run_options,
-    writable_folder,
-)
+from dpbench.cli.options import RESULTS_HELP, Checked, check_scheduler, load_spec, run_options, writable_folder
+from dpbench.core.validation import NON_NEGATIVE
 
 
 @click.command()
@@ -85,7 +79,7 @@ def _exit_on_failures(summary) -> None:
               help="with --update: rerun the profile under other CPU kernel settings "
                    "(dpbench.analysis.check.FLOAT_VARIANTS) and store each value's float envelope, so the check "
                    "passes on any CPU")
-@click.option("--k", "k", default=3.0, show_default=True, type=FiniteFloatRange(0),
+@click.option("--k", "k", default=3.0, show_default=True, type=Checked(NON_NEGATIVE),
               help="a moved curve point passes if its paired mean difference is within k standard errors")
 @click.option("--reuse", is_flag=True,
               help="reuse cells stored under --results instead of recomputing in a temporary folder")

@@ -6,13 +6,12 @@ audit; data; privacy; bench); the exit codes are those of dpbench.cli.exits.
 
 from __future__ import annotations
 
+import click
+
 # One BLAS thread per process, set (by importing dpbench.cli.blas_threads) before any verb module
 # imports numpy: OpenBLAS reads its thread count when numpy is first imported, and a multi-threaded
 # BLAS only contends in the small parallel cells and gives other last digits than the workers.
 import dpbench.cli.blas_threads  # noqa: F401  (first: before numpy loads)
-
-import click
-
 from dpbench.cli import audit, bench, catalog, claims, data, experiments, privacy, report
 from dpbench.cli.exits import ErrorExitGroup
 

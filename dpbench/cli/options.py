@@ -3,30 +3,39 @@ checks of a results folder and a scheduler made before any work."""
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 
 import click
 
 from dpbench.core.errors import DpbenchError
+from dpbench.core.validation import Integral, Interval, InvalidValue
 
 RESULTS_HELP = "folder that holds results/<experiment>/"
 DATA_HELP = "folder with the raw UCI files in their UCI layout (default: $DPBENCH_DATA, else ./data)"
 
 
-class FiniteFloatRange(click.FloatRange):
-    """click.FloatRange that also refuses nan and inf (a usage error, exit 2, like other range errors).
+class Checked(click.FloatRange):
+    """A number option checked by a declared constraint (`dpbench.core.validation.Interval`), the
+    same vocabulary and message as a spec value: `Invalid value for '--delta': must be < 1, got 2.0`
+    (a usage error, exit 2). nan and inf are refused (not finite); --help shows FLOAT or INTEGER
+    (after the constraint's kind) and its bounds in brackets, e.g. `[in (0, 1)]`, `[>= 1]`."""
 
-    Shown as FLOAT in --help (its range in brackets), and `'abc' is not a valid float.`"""
-
-    name = "float"
+    def __init__(self, constraint: Interval):
+        super().__init__()
+        self.constraint = constraint
+        self.integral = constraint.kind is Integral
+        self.name = "integer" if self.integral else "float"
 
     def convert(self, value, param, ctx):
-        number = super().convert(value, param, ctx)
-        if not math.isfinite(number):
-            self.fail(f"{value!r} is not a finite number.", param, ctx)
-        return number
+        number = (click.INT if self.integral else click.FLOAT).convert(value, param, ctx)
+        try:
+            return self.constraint.check("", number)
+        except InvalidValue as exc:
+            self.fail(str(exc), param, ctx)
+
+    def _describe_range(self) -> str:
+        return self.constraint.bounds()
 
 
 def check_scheduler(backend: str, scheduler: str | None) -> None:
@@ -72,7 +81,8 @@ def run_options(f):
     """The options of the verbs that run cells (run, check): profile, workers, backend, data, progress."""
     for option in reversed([
         click.option("--profile", default="full", show_default=True, help="named profile of the experiments (e.g. ci)"),
-        click.option("--jobs", "-j", default=1, show_default=True, type=click.IntRange(min=1), help="parallel workers"),
+        click.option("--jobs", "-j", default=1, show_default=True, type=Checked(Interval(Integral, 1)),
+                     help="parallel workers"),
         click.option("--backend", default="loky", show_default=True,
                      type=click.Choice(["loky", "threading", "sequential", "dask"]),
                      help="joblib backend; dask runs cells on a dask.distributed cluster"),

@@ -7,8 +7,9 @@ import sys
 import click
 
 from dpbench.cli.exits import ErrorExitGroup
-from dpbench.cli.options import FiniteFloatRange
+from dpbench.cli.options import Checked
 from dpbench.core.errors import DpbenchError
+from dpbench.core.validation import DELTA, POSITIVE, RATE, Integral, Interval, Real
 
 
 @click.group(cls=ErrorExitGroup)
@@ -32,14 +33,15 @@ def _privacy_inputs(sampling_rate, batch_size, n, steps, epochs):
 
 
 _common = [
-    click.option("--delta", required=True, type=FiniteFloatRange(0, 1, min_open=True, max_open=True),
+    click.option("--delta", required=True, type=Checked(DELTA),
                  help="target delta of the (epsilon, delta) guarantee, in (0, 1)"),
-    click.option("--sampling-rate", "-q", type=FiniteFloatRange(0, 1, min_open=True),
+    click.option("--sampling-rate", "-q", type=Checked(RATE),
                  help="Poisson sampling rate q = B/n"),
-    click.option("--batch-size", type=FiniteFloatRange(1), help="expected batch size B (with --n)"),
-    click.option("--n", type=click.IntRange(1), help="training set size (with --batch-size)"),
-    click.option("--steps", "-T", type=click.IntRange(1), help="number of noisy steps T"),
-    click.option("--epochs", type=FiniteFloatRange(0, min_open=True), help="instead of --steps: T = epochs / q"),
+    click.option("--batch-size", type=Checked(Interval(Real, 1, None, closed="left")),
+                 help="expected batch size B (with --n)"),
+    click.option("--n", type=Checked(Interval(Integral, 1)), help="training set size (with --batch-size)"),
+    click.option("--steps", "-T", type=Checked(Interval(Integral, 1)), help="number of noisy steps T"),
+    click.option("--epochs", type=Checked(POSITIVE), help="instead of --steps: T = epochs / q"),
 ]
 
 
@@ -50,7 +52,7 @@ def _with_common(f):
 
 
 @privacy.command()
-@click.option("--noise-multiplier", "-z", required=True, type=FiniteFloatRange(0, min_open=True),
+@click.option("--noise-multiplier", "-z", required=True, type=Checked(POSITIVE),
               help="noise std / clipping norm")
 @_with_common
 def epsilon(noise_multiplier, delta, sampling_rate, batch_size, n, steps, epochs) -> None:
@@ -65,7 +67,7 @@ def epsilon(noise_multiplier, delta, sampling_rate, batch_size, n, steps, epochs
 
 
 @privacy.command()
-@click.option("--epsilon", "target", required=True, type=FiniteFloatRange(0, min_open=True), help="target epsilon")
+@click.option("--epsilon", "target", required=True, type=Checked(POSITIVE), help="target epsilon")
 @click.option("--accountant", default="rdp", show_default=True, type=click.Choice(["rdp", "pld"]))
 @_with_common
 def calibrate(target, accountant, delta, sampling_rate, batch_size, n, steps, epochs) -> None:

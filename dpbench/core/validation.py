@@ -373,6 +373,18 @@ def _constraints(constraints: Constraint | None | Iterable[Constraint | None]) -
     return [IsNone() if c is None else c for c in constraints]
 
 
+#: a finite number > 0 (an epsilon, a noise multiplier, a step size)
+POSITIVE = Interval(Real, 0, None, closed="neither")
+#: a finite number >= 0
+NON_NEGATIVE = Interval(Real, 0, None, closed="left")
+#: the delta of (epsilon, delta)-DP: a probability in (0, 1) (at 1 the guarantee says nothing)
+DELTA = Interval(Real, 0, 1, closed="neither")
+#: a sampling rate: in (0, 1]
+RATE = Interval(Real, 0, 1, closed="right")
+#: a probability strictly between 0 and 1 that is not a delta (an audit's significance level alpha)
+OPEN_UNIT = Interval(Real, 0, 1, closed="neither")
+
+
 def validate(path: str, value: Any, constraints: Constraint | None | Iterable[Constraint | None], *,
              note: str = "") -> Any:
     """`value` converted by the first of `constraints` that accepts it (None among them: null is
@@ -396,5 +408,5 @@ def validate(path: str, value: Any, constraints: Constraint | None | Iterable[Co
                        choices=any(c.choices for c in real))
 
 
-__all__ = ["Anything", "Boolean", "Constraint", "Integral", "Interval", "InvalidValue", "IsNone", "Mapping", "Options",
+__all__ = ["DELTA", "NON_NEGATIVE", "OPEN_UNIT", "POSITIVE", "RATE", "Anything", "Boolean", "Constraint", "Integral", "Interval", "InvalidValue", "IsNone", "Mapping", "Options",
            "Pair", "Real", "Satisfies", "Sequence", "StrOptions", "Text", "missing", "shown", "unknown_key", "validate"]

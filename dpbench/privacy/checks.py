@@ -3,22 +3,16 @@
 Every function returns the value converted (float or int) or raises ValueError naming the
 argument, the condition and the value given, e.g. "delta must be in (0, 1), got 2.0".
 Booleans are rejected where a number is expected (True is not the integer 1 here). What each
-allows is a constraint of the validation vocabulary (dpbench.core.validation), declared once here
-and shared with the spec and the audit setups: `DELTA` is the one statement of what a delta may be.
+allows is a constraint of the validation vocabulary, declared once in dpbench.core.validation
+(where the spec, the audit setups and the CLI's options read it too): `DELTA` is the one statement
+of what a delta may be.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from dpbench.core.validation import Integral, Interval, Real
-
-POSITIVE = Interval(Real, 0, None, closed="neither")
-NON_NEGATIVE = Interval(Real, 0, None, closed="left")
-#: the delta of (epsilon, delta)-DP: a probability in (0, 1) (at 1 the guarantee says nothing)
-DELTA = Interval(Real, 0, 1, closed="neither")
-#: a sampling rate: in (0, 1]
-RATE = Interval(Real, 0, 1, closed="right")
+from dpbench.core.validation import DELTA, NON_NEGATIVE, POSITIVE, RATE, Integral, Interval, Real
 
 
 def _number(name: str, value: Any, condition: str) -> float:

@@ -34,7 +34,22 @@ def test_non_finite_numbers_are_usage_errors(value):
 def test_every_float_option_of_privacy_and_audit_refuses_non_finite_values(args, option):
     out = _run(args)
     assert out.exit_code == 2 and "Traceback" not in out.output
-    assert f"Invalid value for '{option}'" in out.output and "is not a finite number" in out.output
+    assert f"Invalid value for '{option}'" in out.output and "must be finite, got " in out.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["privacy", "epsilon", "-z", "1", "-q", "2", "-T", "10", "--delta", "1e-5"],
+     "Invalid value for '--sampling-rate' / '-q': must be <= 1, got 2.0"),
+    (["privacy", "epsilon", "-z", "1", "-q", "0.1", "-T", "10", "--delta", "1"],
+     "Invalid value for '--delta': must be < 1, got 1.0"),
+    (["privacy", "epsilon", "-z", "1", "-q", "0.1", "-T", "0", "--delta", "1e-5"],
+     "Invalid value for '--steps' / '-T': must be >= 1, got 0"),
+])
+def test_an_option_out_of_range_gets_the_specs_message_form(args, message):
+    """Options are checked by the same declared constraints as spec values (core.validation), so a
+    bad --delta reads like a bad `delta:` in a spec."""
+    out = _run(args)
+    assert out.exit_code == 2 and message in out.output, out.output
 
 
 def test_a_float_option_names_its_type_plainly():
