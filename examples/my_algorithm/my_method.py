@@ -14,7 +14,7 @@ from typing import Annotated
 import numpy as np
 
 from dpbench.algorithms import Fit, Param, PrivacyTarget, Problem, algorithm, ledger
-from dpbench.core.ledger import Adjacency
+from dpbench.ledger import Adjacency
 from dpbench.privacy import calibrate_dpsgd_noise, dpsgd_epsilon_report
 
 
