@@ -245,10 +245,31 @@ def test_run_prints_the_size_of_the_work_before_it_starts(stored, data_dir):
     assert inventory.inventory(spec.load(path), results).missing == []
 
 
+#: a non-private plugin whose every fit takes 0.3 s: a grid of it cannot finish before an interrupt
+SLOW_PLUGIN = """
+import time
+
+import numpy as np
+
+from dpbench.algorithms import Fit, algorithm, ledger
+from dpbench.algorithms.base import NON_PRIVATE_LEDGER
+
+
+@algorithm("slow_zeros", title="zeros after a pause", citation="a test of interrupts", private=False)
+def fit_slow_zeros(problem, privacy, rng):
+    time.sleep(0.3)
+    return Fit(theta=np.zeros(problem.model.n_params), privacy=ledger(**NON_PRIVATE_LEDGER, method="pause"))
+"""
+
+
 def test_ctrl_c_is_one_line_keeps_what_was_stored_and_leaves_no_temporary_file(tmp_path, data_dir):
-    path = tmp_path / "long.yaml"  # far more work than the run can finish before the interrupt, even on a busy machine
-    path.write_text(TINY_SPEC.replace("epochs: 2", "epochs: 200").replace("seeds: 2", "seeds: 60")
-                    .replace("name: tiny", "name: long"))
+    (tmp_path / "slow.py").write_text(SLOW_PLUGIN)
+    path = tmp_path / "long.yaml"  # 60 cells of 0.3 s on 2 workers: 9 s of work, interrupted after 3 cells
+    path.write_text(TINY_SPEC.replace("  - name: dpsgd\n    params: {epochs: 2, batch_size: 32, lr: [0.5, 1.0]}",
+                                      "  - {plugin: slow.py:fit_slow_zeros, label: slow, params: {}}")
+                    .replace("seeds: 2", "seeds: 60").replace("  - name: nonprivate\n", "")
+                    .replace("name: tiny", "name: long").replace("metrics: [accuracy, optimality_gap]",
+                                                                 "metrics: [accuracy]"))
     results = tmp_path / "r"
     cmd = [sys.executable, "-m", "dpbench.cli.main", "run", str(path), "--results", str(results), "--data",
            str(data_dir), "--jobs", "2", "--no-progress"]
