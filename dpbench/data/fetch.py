@@ -34,7 +34,7 @@ paths as the originals under that one base, e.g. with base http://mirror.example
 http://mirror.example/uci/static/public/2/adult.zip, .../static/public/222/bank+marketing.zip,
 .../static/public/15/breast+cancer+wisconsin+original.zip, .../static/public/53/iris.zip and
 http://mirror.example/uci/databases/kddcup99/kddcup.data_10_percent.gz (a plain
-`python -m http.server` over a folder of that shape will do; tests/test_fetch.py builds one).
+`python -m http.server` over a folder of that shape will do; tests/data/test_fetch.py builds one).
 
 Network: pooch.HTTPDownloader with a (connect, read) timeout of `CONNECT_TIMEOUT` and
 `READ_TIMEOUT` seconds and one retry (pooch's `retry_if_failed`), so an unreachable server fails

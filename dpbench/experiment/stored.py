@@ -4,7 +4,7 @@ A results folder commits `runs.csv.gz` (every finished cell: `curves.runs_table`
 fit times), `curves.csv` and, where an algorithm records iterates, `trace_curves.csv.gz`; the
 per-cell store `cells/` is local. `load_runs` reads the runs table back with the dtypes
 `curves.runs_table` gives, so `curves.selected_by_metric` and `curves.curves_table` re-derive the
-committed curves.csv from it (tests/test_plots_review.py checks that, byte for byte as
+committed curves.csv from it (tests/experiment/test_render.py checks that, byte for byte as
 `pipeline.render` writes it). `render_from_runs` is `dpbench plot SPEC --from-runs`: the
 figures and curves.csv from those tables, nothing trained and no cell read.
 """

@@ -10,7 +10,7 @@ number of correct guesses.
 What is proven (the paper's main theorem; "Theorem 3.1" below, the number secondary sources give
 for arXiv v1, with the (eps, delta) p-value also cited there as Corollary 5.4: the offline library
 holds only the abstract, so the formula was checked against values the paper's code prints,
-m = 1000, r = 100, v = 75, delta = 1e-4 -> 0.673, see tests/test_one_run.py). If the mechanism is (eps, delta)-DP with
+m = 1000, r = 100, v = 75, delta = 1e-4 -> 0.673, see tests/privacy/test_one_run.py). If the mechanism is (eps, delta)-DP with
 respect to adding or removing any one canary, then for every integer v
 
     P[W >= v] <= f_eps(v) := P[B >= v] + 2 m delta * max_{1 <= i <= v} P[v - i <= B < v] / i,
