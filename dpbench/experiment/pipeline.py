@@ -16,6 +16,7 @@ from dpbench.core.store import (
     ResultStore,
     RoutedStore,
 )
+from dpbench.core.validation import DELTA, validate
 from dpbench.experiment.audits import audit_results
 from dpbench.experiment.layout import cache_dir, experiment_root
 from dpbench.run import runner
@@ -60,9 +61,8 @@ def preflight(exp: Experiment, data_dir: str | None, notify=None) -> frozenset[s
                 delta = evaluate_delta(exp.delta, loaded.n_train)
             except ValueError as exc:
                 raise SpecError(f"delta: {exc} (dataset {ds.label} has n = {loaded.n_train} training rows)") from None
-            if not 0 < delta < 1:
-                raise SpecError(f"delta: {exp.delta!r} gives {delta:g} for dataset {ds.label} (n = {loaded.n_train} "
-                                f"training rows); it must lie in (0, 1)")
+            validate("delta", delta, DELTA,
+                     note=f"{exp.delta!r} for dataset {ds.label}, n = {loaded.n_train} training rows")
     if exp.audits:
         from dpbench.audit.setup import AuditError
         from dpbench.audit.trials import build_game

@@ -92,6 +92,7 @@ import numpy as np
 from scipy.spatial.distance import cdist
 
 from dpbench.core.jit import jit_enabled, njit
+from dpbench.privacy import checks
 from dpbench.privacy.accounting import zcdp_to_dp
 
 __all__ = [
@@ -350,11 +351,7 @@ def bun_steinke_mean(U, eps_c: float, a, b, m: int, rng: np.random.Generator, va
 # ---- Algorithm 3 accounting ------------------------------------------------------------------
 def eps_tilde(epsilon: float, delta: float) -> float:
     """[S4] Alg. 3 line 1: eps~ = sqrt(2 ln(1/delta) + 2 eps) - sqrt(2 ln(1/delta)) (natural log)."""
-    eps, delta = float(epsilon), float(delta)
-    if not (math.isfinite(eps) and eps > 0):
-        raise ValueError(f"epsilon must be > 0, got {epsilon!r}")
-    if not 0.0 < delta < 1.0:
-        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+    eps, delta = checks.positive("epsilon", epsilon), checks.unit_interval("delta", delta)
     L = 2.0 * math.log(1.0 / delta)
     return 2.0 * eps / (math.sqrt(L + 2.0 * eps) + math.sqrt(L))  # the same, without cancellation
 
@@ -417,11 +414,7 @@ def center_of_attention(solutions, epsilon: float, delta: float, diameter: float
     if P.ndim != 2:
         raise ValueError(f"solutions must be an (m, d) array, got shape {P.shape}")
     m, d = P.shape
-    eps, delta = float(epsilon), float(delta)
-    if not (math.isfinite(eps) and eps > 0):
-        raise ValueError(f"epsilon must be > 0, got {epsilon!r}")
-    if not 0.0 < delta < 1.0:
-        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+    eps, delta = checks.positive("epsilon", epsilon), checks.unit_interval("delta", delta)
     lam = float(diameter)
     if not (math.isfinite(lam) and lam > 0):
         raise ValueError(f"diameter Lambda must be > 0, got {diameter!r}")

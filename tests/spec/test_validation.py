@@ -104,8 +104,10 @@ def test_delta_is_judged_at_the_real_training_size_not_a_probe(tmp_path, data_di
     private = BASE.replace("{name: nonprivate}", "{name: dpsgd}") + "epsilons: [1]\n"
     fine = _load(tmp_path, private + "delta: 1/(n-400)\n")  # negative at n = 100, 1/9 at breast cancer's 409
     assert pipeline.preflight(fine, str(data_dir)) == frozenset()
-    for expression, message in [("1/(n-500)", r"delta: '1/\(n-500\)' gives -0.010989 for dataset breast_cancer \(n = 409"),
-                                ("n", r"delta: 'n' gives 409 for dataset breast_cancer .* it must lie in \(0, 1\)")]:
+    for expression, message in [("1/(n-500)", r"delta: must be > 0 \('1/\(n-500\)' for dataset breast_cancer, n = 409 "
+                                               r"training rows\), got -0.010989"),
+                                ("n", r"delta: must be < 1 \('n' for dataset breast_cancer, n = 409 training rows\), "
+                                      r"got 409")]:
         with pytest.raises(SpecError, match=message):
             pipeline.preflight(_load(tmp_path, private + f"delta: {expression}\n"), str(data_dir))
 
