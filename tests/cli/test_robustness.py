@@ -273,7 +273,10 @@ def test_ctrl_c_is_one_line_keeps_what_was_stored_and_leaves_no_temporary_file(t
     results = tmp_path / "r"
     cmd = [sys.executable, "-m", "dpbench.cli.main", "run", str(path), "--results", str(results), "--data",
            str(data_dir), "--jobs", "2", "--no-progress"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    # a terminal's Ctrl-C reaches a process that handles SIGINT; a test started in the background
+    # (`make test &`) would hand down SIGINT ignored, so the child gets the default handling back
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         cells = results / "long" / "cells"
         deadline = time.time() + 120
