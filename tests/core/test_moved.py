@@ -5,6 +5,7 @@ import importlib
 import importlib.util
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -76,5 +77,6 @@ def test_the_old_names_of_modules_that_are_now_spread_or_packages_are_found_wher
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "dpbench.audit.run_audit moved to dpbench.audit.multi_run.run_audit" in done.stdout
-    with pytest.raises(ImportError):
+    with warnings.catch_warnings(), pytest.raises(ImportError):
+        warnings.simplefilter("ignore", DeprecationWarning)
         exec("from dpbench.plots import no_such_name", {})
