@@ -79,6 +79,25 @@ class AlgorithmInfo(Declared):
         """The vectorised twin of `fit` (`vectorised`), or None: R trainings as one fit."""
         return VECTORISED.get(self.fit)
 
+    @property
+    def fit_batch(self) -> "FitBatchFunction | None":
+        """The batched twin of `fit` (`batched`), or None: R trainings whose privacy targets and
+        `batch_varying` hyperparameters may differ, as one fit."""
+        twin = BATCHED.get(self.fit)
+        return None if twin is None else twin[0]
+
+    @property
+    def batch_varying(self) -> tuple[str, ...]:
+        """The hyperparameters in which the replicas of one `fit_batch` call may differ (() without a twin)."""
+        twin = BATCHED.get(self.fit)
+        return () if twin is None else twin[1]
+
+    def batch_pays(self, model_class: type | None, params: dict) -> bool:
+        """Whether `fit_batch` is faster than the single fits for this model class and these
+        hyperparameters (False without a twin): a grid batches only the cells where it is."""
+        twin = BATCHED.get(self.fit)
+        return twin is not None and model_class is not None and bool(twin[2](model_class, params))
+
 
 REGISTRY: Registry[AlgorithmInfo] = Registry("algorithm", builtins="dpbench.algorithms", group="dpbench.algorithms")
 
@@ -119,6 +138,44 @@ def vectorised(fit: FitFunction) -> Callable[[FitManyFunction], FitManyFunction]
     def declare(fit_many: FitManyFunction) -> FitManyFunction:
         VECTORISED[fit] = fit_many
         return fit_many
+
+    return declare
+
+
+FitBatchFunction = Callable[..., "list[Fit]"]
+#: fit -> (its batched twin `fit_batch(problem, privacies, rngs, params) -> [Fit]`, the hyperparameter names
+#: that may differ between the replicas, whether the twin pays for a model class and hyperparameters) (`batched`)
+BATCHED: dict[FitFunction, tuple[FitBatchFunction, tuple[str, ...], Callable[[type, dict], bool]]] = {}
+
+
+def batched(fit: FitFunction, *, varying: tuple[str, ...],
+            pays: Callable[[type, dict], bool]) -> Callable[[FitBatchFunction], FitBatchFunction]:
+    """Declare `fit_batch(problem, privacies, rngs, params) -> list[Fit]` as the batched twin of `fit`:
+    R = len(rngs) trainings on one problem at once, replica r with its own privacy target and
+    hyperparameters. A grid's cells that differ only in epsilon and in the `varying` hyperparameters
+    (e.g. a step size) then run as one fit.
+
+    Contract: privacies, rngs and params are sequences of length R; params[r] is replica r's keyword
+    hyperparameters (missing names take `fit`'s defaults), equal across the replicas except in the
+    names of `varying` (ValueError otherwise, and where the replicas' calibrations disagree on a
+    shape such as the number of steps). The r-th Fit equals `fit(problem, privacies[r], rngs[r],
+    **params[r])` up to floating-point rounding: it draws the same numbers from rngs[r] in the same
+    order and carries the same ledger exactly. `varying` must name hyperparameters `fit` declares.
+    `pays(model_class, params)` says whether the twin is faster than the single fits for that model
+    and those hyperparameters (it may still run them, one after another, where it is not); a grid
+    batches only cells where it pays (`dpbench.run.cells.batch_key`), so a batch that would be a
+    plain loop does not take one worker's time from the others.
+    """
+    varying = tuple(varying)
+    info = getattr(fit, "dpbench_component", None)
+    if info is not None:
+        unknown = sorted(set(varying) - {p.name for p in info.params})
+        if unknown:
+            raise ValueError(f"{info.name}: batched twin varies undeclared hyperparameter(s) {', '.join(unknown)}")
+
+    def declare(fit_batch: FitBatchFunction) -> FitBatchFunction:
+        BATCHED[fit] = (fit_batch, varying, pays)
+        return fit_batch
 
     return declare
 

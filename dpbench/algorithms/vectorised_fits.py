@@ -1,4 +1,5 @@
-"""Vectorised twins of DP-SGD and DP-GD (`base.vectorised`): R trainings of one problem as one fit.
+"""Vectorised and batched twins of DP-SGD and DP-GD (`base.vectorised`, `base.batched`): R trainings of
+one problem as one fit.
 
 Privacy audits (Nasr et al., S&P 2021; Nasr et al., USENIX Security 2023) train the same
 algorithm thousands of times on a few hundred rows. One fit at a time, each step of such a small
@@ -18,6 +19,20 @@ Alg. 1; `sgd.run_sgd`) releases G + z C N_t and steps with (G + z C N_t) / B + l
 with it + l2 theta. The (R, n) matrices are only formed in tiles of `TILE_ELEMENTS`, so memory
 does not grow with R beyond the parameters and the draws.
 
+Two twins share this loop. The vectorised twin (`fit_dpsgd_many`, `fit_dp_gd_many`) trains R
+replicas of one setting: one privacy target, one set of hyperparameters, R seeds (a privacy
+audit). The batched twin (`fit_dpsgd_batch`, `fit_dp_gd_batch`) trains R replicas that may differ
+in their privacy target and in the step size (`VARYING`), as a grid's cells do: the gradient pass
+above only needs the replicas to share the data, the model, the clipping norm, the number of steps
+and the sampling rate, while each replica's noise std (z_r C, resp. s_r, from its own calibration
+`dpsgd.noisy_sgd_plan` / `gradient_perturbation.dp_gd_plan`) and step sizes enter per row. The
+vectorised twin is the batched loop with equal targets and hyperparameters; a calibration is made
+once per distinct target (and step size, which DP-GD's ledger records), not once per replica.
+Batched DP-SGD runs the loop for full batches (q = 1) only: with Poisson batches each step's
+masks and margins cost O(n) per replica where a single fit (compiled, `kernels.glm_sgd_steps`)
+costs O(B), so on a grid's data sets (thousands of rows and more) the single fits are faster,
+and the batched twin runs them one after the other.
+
 Random draws. Replica r draws from rngs[r] exactly what `fit(problem, privacy, rngs[r], **hyper)`
 draws, in the same order: the model's init, then per chunk of `kernels.steps_per_chunk(m)` steps
 (DP-SGD) its Poisson batches (`sgd.poisson_batches`, q < 1 only) followed by the chunk's standard
@@ -25,29 +40,30 @@ normal noise, step by step; DP-GD draws N(0, s^2 I) per step. Python loops over 
 to make these draws (a Generator's normals drawn in pieces are the same numbers as drawn at once,
 so the noise is drawn a few steps ahead, `NOISE_STEPS`, not a whole chunk ahead). The results
 equal the one-at-a-time fits up to floating-point rounding (sums are taken in another order), and
-each Fit carries the single fit's ledger (`dpsgd.noisy_sgd_plan`, `gradient_perturbation.dp_gd_plan`:
-one calibration for all R).
+each Fit carries the single fit's ledger (`dpsgd.noisy_sgd_plan`, `gradient_perturbation.dp_gd_plan`).
 
 Releases (`releases`): every step is reported once for all replicas, with (R, m) arrays and the
 single fit's step numbers, rate, clip norm, noise std and weight. Replicas are processed in blocks
 when the draws held at once for all R would exceed `DRAW_BYTES` (64 MB); while somebody observes, the
-blocks' releases are then copied and re-emitted per step at the end (R x T x 2m floats).
+blocks' releases are then copied and re-emitted per step at the end (R x T x 2m floats). A batched
+twin's replicas may release with different noise stds, which one `Release` cannot hold: while
+somebody observes, it runs the single fits one after the other, each reporting its own (m,) steps.
 
 Fallback: another model (not a generalised linear model with the plain L2 term, e.g. the MLP), or
 a trace (`trace_every` > 0), runs the single fit R times, in a plain loop: the same results, not
-faster; its releases are stacked per step as above.
+faster; the vectorised twin's releases are stacked per step as above.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Hashable, Sequence, TypeVar
 
 import numpy as np
 
 from dpbench.algorithms import kernels, releases
-from dpbench.algorithms.base import Fit, FitFunction, PrivacyTarget, Problem, vectorised
+from dpbench.algorithms.base import Fit, FitFunction, PrivacyTarget, Problem, batched, vectorised
 from dpbench.algorithms.dpsgd import fit_dpsgd, noisy_sgd_plan
 from dpbench.algorithms.gradient_perturbation import dp_gd_plan, fit_dp_gd
 from dpbench.algorithms.sgd import learning_rates, poisson_batches
@@ -62,12 +78,35 @@ TILE_ELEMENTS = 1 << 16
 DRAW_BYTES = 1 << 26
 #: steps whose noise is drawn ahead, for every replica of a block
 NOISE_STEPS = 8
+#: the hyperparameters in which a batched twin's replicas may differ: the step size enters the update
+#: of each row of Theta on its own and shapes no draw
+VARYING = ("lr",)
+
+T = TypeVar("T")
 
 
 def vectorisable(model: Model) -> bool:
     """A generalised linear model with the base L2 term and the base clipped sum: the vectorised loop applies."""
-    return (isinstance(model, _GLM) and type(model).reg_grad is Model.reg_grad
-            and type(model).clipped_grad_sum is _GLM.clipped_grad_sum)
+    return vectorisable_class(type(model))
+
+
+def vectorisable_class(cls: type) -> bool:
+    """`vectorisable` for every model of class `cls`."""
+    return (issubclass(cls, _GLM) and cls.reg_grad is Model.reg_grad
+            and cls.clipped_grad_sum is _GLM.clipped_grad_sum)
+
+
+def _dp_gd_pays(model_class: type, params: dict) -> bool:
+    """Full-batch DP-GD: one pass over X per step for all replicas, where the loop applies."""
+    return vectorisable_class(model_class) and not params.get("trace_every")
+
+
+def _dpsgd_pays(model_class: type, params: dict) -> bool:
+    """DP-SGD with Poisson batches touches ~B rows a step: the single fits' compiled steps are
+    faster than a vectorised step over all n rows (measured: 6 fits on 30k rows, batch 256, 0.056 s
+    alone against 1.49 s vectorised), and whether a batch is the whole data set is known only
+    with the data, so a grid does not batch DP-SGD."""
+    return False
 
 
 def hyperparameters(fit: FitFunction, given: dict[str, Any]) -> dict[str, Any]:
@@ -79,6 +118,37 @@ def hyperparameters(fit: FitFunction, given: dict[str, Any]) -> dict[str, Any]:
         raise TypeError(f"{info.name}: unknown hyperparameter(s) {', '.join(unknown)}; "
                         f"allowed: {', '.join(p.name for p in info.params)}")
     return {**info.defaults(), **given}
+
+
+def batch_hyperparameters(fit: FitFunction, params: Sequence[dict[str, Any]],
+                          varying: Sequence[str] = VARYING) -> list[dict[str, Any]]:
+    """Each replica's `hyperparameters`, checked equal across the replicas except in `varying`
+    (ValueError naming the first that differs)."""
+    full = [hyperparameters(fit, p) for p in params]
+    for name in full[0] if full else ():
+        values = [h[name] for h in full]
+        if name not in varying and any(v != values[0] for v in values[1:]):
+            algorithm = fit.dpbench_component.name  # type: ignore[attr-defined]
+            raise ValueError(f"{algorithm}: the replicas of one batched fit may differ only in their privacy "
+                             f"target and {', '.join(varying)}; {name} differs: {values}")
+    return full
+
+
+def _once_each(keys: Sequence[Hashable], make: Callable[[int], T]) -> list[T]:
+    """[make(r) for each replica r], made once per distinct keys[r] and shared by the replicas with that key."""
+    made: dict[Hashable, T] = {}
+    for r, key in enumerate(keys):
+        if key not in made:
+            made[key] = make(r)
+    return [made[key] for key in keys]
+
+
+def _agreed(plans: Sequence[Any], shapes: Sequence[str]) -> None:
+    """ValueError naming the first of `shapes` (plan attributes) on which the replicas' plans disagree."""
+    for name in shapes:
+        values = sorted({getattr(plan, name) for plan in plans})
+        if len(values) > 1:
+            raise ValueError(f"the replicas of one batched fit need the same {name}; their calibrations give {values}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -123,29 +193,53 @@ def one_at_a_time(fit: FitFunction, problem: Problem, privacy: PrivacyTarget,
 # ---------------------------------------------------------------------------------------------
 # the vectorised loop
 # ---------------------------------------------------------------------------------------------
+NoiseDraw = Callable[[np.random.Generator, np.ndarray], None]  # fills a (k, m) array with k steps' noise
+
+
 @dataclass(frozen=True)
 class StepRule:
-    """One noisy clipped-gradient step of R replicas (module docstring), in the single fits' terms:
+    """One noisy clipped-gradient step of R replicas (module docstring), in the single fits' terms; replica r:
 
-    released = (clipped sum) / sum_divisor + noise_scale * noise_t   (noise_t: `draw_noise`'s numbers)
-    theta    = Proj_radius(theta - lrs[t] (released / grad_divisor + grad reg(theta)))
+    released_r = (clipped sum_r) / sum_divisor + noise_scale[r] * noise_rt   (noise_rt: draws[r]'s numbers)
+    theta_r    = Proj_radius(theta_r - lrs[lr_row[r], t] (released_r / grad_divisor + grad reg(theta_r)))
+
+    The shared fields fix the gradient pass (clipping, sampling, steps); the per-replica ones are
+    each replica's own calibration and step sizes.
     """
 
-    lrs: np.ndarray  # (steps,) the step size of each step
+    lrs: np.ndarray  # (U, steps): the distinct step-size schedules
+    lr_row: np.ndarray  # (R,) replica r steps with lrs[lr_row[r]]
     clip_norm: float
     rate: float  # Poisson sampling rate q; 1: full batch (no sampling draws)
     sum_divisor: float
-    noise_scale: float
-    draw_noise: Callable[[np.random.Generator, np.ndarray], None] | None  # fills a (k, m) array; None: no noise
+    noise_scale: np.ndarray  # (R,)
+    draws: tuple[NoiseDraw | None, ...]  # (R,) replica r's noise draw; None: no noise
     grad_divisor: float
     radius: float | None
-    release_noise_std: float  # what `releases.release` reports, as the single fit does
+    release_noise_std: np.ndarray  # (R,) what `releases.release` reports, as the single fit does
     release_weight: float
     chunk: int  # steps whose sampling is drawn together (`kernels.steps_per_chunk`)
 
     @property
     def steps(self) -> int:
-        return int(self.lrs.shape[0])
+        return int(self.lrs.shape[1])
+
+    @property
+    def noisy(self) -> bool:
+        return any(draw is not None for draw in self.draws)
+
+    def replicas(self, a: int, b: int) -> "StepRule":
+        """The rule of replicas a..b-1."""
+        return dataclasses.replace(self, lr_row=self.lr_row[a:b], noise_scale=self.noise_scale[a:b],
+                                   draws=self.draws[a:b], release_noise_std=self.release_noise_std[a:b])
+
+
+def _table(keys: Sequence[Hashable], make: Callable[[int], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, index): rows[index[r]] = make(r), one row per distinct keys[r] (`StepRule.lrs`, `lr_row`)."""
+    first: dict[Hashable, int] = {}
+    index = np.array([first.setdefault(key, len(first)) for key in keys], dtype=np.intp)
+    owners = {i: r for r, i in reversed(list(enumerate(index.tolist())))}  # row i -> the first replica with it
+    return np.stack([make(owners[i]) for i in range(len(first))]), index
 
 
 def _packed_mask(offsets: np.ndarray, rows: np.ndarray, k: int, n: int) -> np.ndarray:
@@ -171,8 +265,14 @@ class _Data:
         self.tile_rows = max(1, TILE_ELEMENTS // max(1, self.n))
 
     def clipped_sums(self, Theta: np.ndarray, bits: np.ndarray | None) -> np.ndarray:
-        """(B, m): row r is sum_i W[r, i] clip_C(grad l(Theta[r]; x_i, y_i)); bits: packed W (None: all rows)."""
+        """(B, m): row r is sum_i W[r, i] clip_C(grad l(Theta[r]; x_i, y_i)); bits: packed W (None: all rows).
+
+        Tiles of replicas x all rows; where one replica's margins already fill a tile (n >
+        TILE_ELEMENTS), tiles of all replicas x a block of rows, so X is read once per step for all.
+        """
         B = Theta.shape[0]
+        if B > 1 and self.n > TILE_ELEMENTS:
+            return self._row_blocked_sums(Theta, bits)
         out = np.empty((B, self.X.shape[1]))
         for i in range(0, B, self.tile_rows):
             j = min(B, i + self.tile_rows)
@@ -181,6 +281,21 @@ class _Data:
             if bits is not None:
                 S *= np.unpackbits(bits[i:j], axis=1, count=self.n)
             np.matmul(S, self.X, out=out[i:j])
+        return out
+
+    def _row_blocked_sums(self, Theta: np.ndarray, bits: np.ndarray | None) -> np.ndarray:
+        """`clipped_sums` summed over blocks of rows (a multiple of 8 rows each: whole bytes of `bits`)."""
+        B = Theta.shape[0]
+        block = max(8, TILE_ELEMENTS // B // 8 * 8)
+        out = np.zeros((B, self.X.shape[1]))
+        for a in range(0, self.n, block):
+            b = min(self.n, a + block)
+            X = self.X[a:b]
+            S = self.model._dphi(Theta @ X.T, self.y[a:b])
+            np.clip(S, self.lower[a:b], self.bound[a:b], out=S)
+            if bits is not None:
+                S *= np.unpackbits(bits[:, a // 8:(b + 7) // 8], axis=1, count=b - a)
+            out += S @ X
         return out
 
 
@@ -196,15 +311,20 @@ def _project_rows(Theta: np.ndarray, radius: float | None) -> np.ndarray:
 
 
 def _run_block(data: _Data, Theta: np.ndarray, rngs: Sequence[np.random.Generator], rule: StepRule) -> np.ndarray:
-    """All steps of one block of replicas (Theta (B, m), rngs[r] for row r); reports every step."""
+    """All steps of one block of replicas (Theta (B, m), rngs[r] and rule.replicas' row r for row r);
+    reports every step (all rows must then release the same noise std)."""
     B, m = Theta.shape
     model, n = data.model, data.n
     sampled = rule.rate < 1.0
     observe = releases.observed()
+    if observe and B and np.any(rule.release_noise_std != rule.release_noise_std[0]):
+        raise RuntimeError("replicas with different noise stds cannot report their steps as one release")
+    release_std = float(rule.release_noise_std[0]) if B else 0.0
     k_max = min(rule.chunk, rule.steps)
     bits = np.empty((k_max, B, (n + 7) // 8), dtype=np.uint8) if sampled else None
     ahead = min(NOISE_STEPS, k_max)
-    noise = np.empty((B, ahead, m)) if rule.draw_noise is not None else None
+    noise = np.zeros((B, ahead, m)) if rule.noisy else None  # a replica without noise keeps its zeros
+    scale = rule.noise_scale[:, None]
     for start in range(0, rule.steps, rule.chunk):
         k = min(rule.chunk, rule.steps - start)
         if bits is not None:
@@ -213,16 +333,17 @@ def _run_block(data: _Data, Theta: np.ndarray, rngs: Sequence[np.random.Generato
                 bits[:k, r] = _packed_mask(offsets, rows, k, n)
         for t in range(k):
             if noise is not None and t % ahead == 0:
-                for r, rng in enumerate(rngs):
-                    rule.draw_noise(rng, noise[r, :min(ahead, k - t)])
+                for r, (rng, draw) in enumerate(zip(rngs, rule.draws)):
+                    if draw is not None:
+                        draw(rng, noise[r, :min(ahead, k - t)])
             released = data.clipped_sums(Theta, None if bits is None else bits[t]) / rule.sum_divisor
             if noise is not None:
-                released += rule.noise_scale * noise[:, t % ahead]
+                released += scale * noise[:, t % ahead]
             if observe:
-                releases.release(start + t + 1, Theta, released, rule.release_noise_std, rate=rule.rate,
+                releases.release(start + t + 1, Theta, released, release_std, rate=rule.rate,
                                  clip_norm=rule.clip_norm, weight=rule.release_weight)
             g = released / rule.grad_divisor + model.reg_grad(Theta)
-            Theta = _project_rows(Theta - rule.lrs[start + t] * g, rule.radius)
+            Theta = _project_rows(Theta - rule.lrs[rule.lr_row, start + t][:, None] * g, rule.radius)
     return Theta
 
 
@@ -235,7 +356,7 @@ def run_many(problem: Problem, rngs: Sequence[np.random.Generator], rule: StepRu
     R = Theta.shape[0]
     k_max = min(rule.chunk, rule.steps)
     per_replica = ((k_max * ((data.n + 7) // 8) if rule.rate < 1.0 else 0)  # bytes of drawn masks and noise
-                   + (min(NOISE_STEPS, k_max) * Theta.shape[1] * 8 if rule.draw_noise is not None else 0))
+                   + (min(NOISE_STEPS, k_max) * Theta.shape[1] * 8 if rule.noisy else 0))
     block = R if per_replica == 0 else max(1, min(R, DRAW_BYTES // per_replica))
     if block >= R:
         return _run_block(data, Theta, rngs, rule)
@@ -246,16 +367,117 @@ def run_many(problem: Problem, rngs: Sequence[np.random.Generator], rule: StepRu
         if observe:
             groups.append([])
             with releases.observing(_collecting(groups[-1])):
-                Theta[a:b] = _run_block(data, Theta[a:b], rngs[a:b], rule)
+                Theta[a:b] = _run_block(data, Theta[a:b], rngs[a:b], rule.replicas(a, b))
         else:
-            Theta[a:b] = _run_block(data, Theta[a:b], rngs[a:b], rule)
+            Theta[a:b] = _run_block(data, Theta[a:b], rngs[a:b], rule.replicas(a, b))
     if observe:
         _emit_stacked(groups)
     return Theta
 
 
-def _fits(Theta: np.ndarray, ledger: Ledger) -> list[Fit]:
-    return [Fit(theta=Theta[r].copy(), privacy=ledger, trace=[]) for r in range(Theta.shape[0])]
+def _fits(Theta: np.ndarray, ledgers: Sequence[Ledger]) -> list[Fit]:
+    return [Fit(theta=Theta[r].copy(), privacy=ledgers[r], trace=[]) for r in range(Theta.shape[0])]
+
+
+# ---------------------------------------------------------------------------------------------
+# the loops of the two algorithms: R replicas, each with its target and hyperparameters
+# ---------------------------------------------------------------------------------------------
+def _dpsgd_loop(problem: Problem, privacies: Sequence[PrivacyTarget], rngs: Sequence[np.random.Generator],
+                hypers: Sequence[dict[str, Any]]) -> list[Fit]:
+    """DP-SGD (`dpsgd.fit_dpsgd`, Abadi et al. 2016 Alg. 1) of R replicas of a vectorisable problem;
+    hypers equal except in `VARYING`, privacies any."""
+    h = hypers[0]
+    n, m = problem.n, problem.model.n_params
+    plans = _once_each(privacies, lambda r: noisy_sgd_plan(
+        n, privacies[r], epochs=h["epochs"], batch_size=h["batch_size"], clip_norm=h["clip_norm"],
+        calibration=h["calibration"], paper_c=h["paper_c"]))
+    _agreed(plans, ("steps", "batch_size"))
+    plan = plans[0]
+    q = min(1.0, plan.batch_size / n)  # as `run_sgd` derives them
+    steps_per_epoch = max(1.0, n / plan.batch_size)
+    lrs, lr_row = _table([hr["lr"] for hr in hypers], lambda r: learning_rates(
+        hypers[r]["lr"], h["lr_schedule"], np.arange(plan.steps), steps_per_epoch))
+    std = np.array([p.noise_std for p in plans], dtype=float)
+    noisy = std > 0.0
+    rule = StepRule(
+        lrs=lrs, lr_row=lr_row, clip_norm=h["clip_norm"], rate=q, sum_divisor=1.0, noise_scale=std,
+        draws=tuple(_standard_normal if on else None for on in noisy), grad_divisor=q * n, radius=h["radius"],
+        release_noise_std=np.where(noisy, std, 0.0), release_weight=1.0, chunk=kernels.steps_per_chunk(m))
+    return _fits(run_many(problem, rngs, rule), [p.ledger for p in plans])
+
+
+def _standard_normal(rng: np.random.Generator, out: np.ndarray) -> None:
+    rng.standard_normal(out=out)  # `run_sgd`'s draw
+
+
+def _gaussian(s: float) -> NoiseDraw:
+    def draw(rng: np.random.Generator, out: np.ndarray) -> None:
+        out[...] = rng.normal(0.0, s, size=out.shape)  # = out.shape[0] calls of rng.normal(0, s, size=m)
+
+    return draw
+
+
+def _dp_gd_loop(problem: Problem, privacies: Sequence[PrivacyTarget], rngs: Sequence[np.random.Generator],
+                hypers: Sequence[dict[str, Any]]) -> list[Fit]:
+    """Full-batch DP-GD (`gradient_perturbation.fit_dp_gd`, Wang-Ye-Xu 2017) of R replicas of a
+    vectorisable problem; hypers equal except in `VARYING`, privacies any."""
+    h = hypers[0]
+    n, m = problem.n, problem.model.n_params
+    plans = _once_each([(p, hr["lr"]) for p, hr in zip(privacies, hypers)], lambda r: dp_gd_plan(
+        problem.model, n, privacies[r], epochs=h["epochs"], lr=hypers[r]["lr"], radius=h["radius"],
+        clip_norm=h["clip_norm"], calibration=h["calibration"], c=h["c"]))  # its ledger records lr
+    _agreed(plans, ("steps", "clip_norm"))
+    steps = plans[0].steps
+    lrs, lr_row = _table([hr["lr"] for hr in hypers], lambda r: np.full(steps, float(hypers[r]["lr"])))
+    s = np.array([p.noise_std for p in plans], dtype=float)
+    rule = StepRule(
+        lrs=lrs, lr_row=lr_row, clip_norm=plans[0].clip_norm, rate=1.0, sum_divisor=float(n),
+        noise_scale=np.ones(len(plans)), draws=tuple(_gaussian(float(v)) if v > 0.0 else None for v in s),
+        grad_divisor=1.0, radius=h["radius"], release_noise_std=s * n, release_weight=1.0 / n,
+        chunk=kernels.steps_per_chunk(m))
+    return _fits(run_many(problem, rngs, rule), [p.ledger for p in plans])
+
+
+Loop = Callable[[Problem, Sequence[PrivacyTarget], Sequence[np.random.Generator], Sequence[dict[str, Any]]], list[Fit]]
+
+
+def _applies(problem: Problem, hyper: dict[str, Any]) -> bool:
+    """The vectorised loop runs (else the fallback, module docstring)."""
+    return vectorisable(problem.model) and not hyper["trace_every"]
+
+
+def _many(fit: FitFunction, loop: Loop, problem: Problem, privacy: PrivacyTarget,
+          rngs: Sequence[np.random.Generator], hyper: dict[str, Any]) -> list[Fit]:
+    """The vectorised twin of `fit`: R replicas of one target and one setting."""
+    h = hyperparameters(fit, hyper)
+    rngs = list(rngs)
+    if not rngs:
+        return []
+    if not _applies(problem, h):
+        return one_at_a_time(fit, problem, privacy, rngs, h)
+    return loop(problem, [privacy] * len(rngs), rngs, [h] * len(rngs))
+
+
+def _batch(fit: FitFunction, loop: Loop, problem: Problem, privacies: Sequence[PrivacyTarget],
+           rngs: Sequence[np.random.Generator], params: Sequence[dict[str, Any]],
+           pays: Callable[[Problem, dict[str, Any]], bool] = lambda problem, hyper: True) -> list[Fit]:
+    """The batched twin of `fit` (`base.batched`): replica r with privacies[r], rngs[r], params[r];
+    the single fits where the loop does not apply or does not `pay` (is not faster than they are)."""
+    privacies, rngs, params = list(privacies), list(rngs), list(params)
+    if not len(privacies) == len(rngs) == len(params):
+        raise ValueError(f"a batched fit needs one privacy target, rng and hyperparameter set per replica; got "
+                         f"{len(privacies)}, {len(rngs)} and {len(params)}")
+    hypers = batch_hyperparameters(fit, params)
+    if not rngs:
+        return []
+    if not (_applies(problem, hypers[0]) and pays(problem, hypers[0])) or releases.observed():
+        return [fit(problem, p, rng, **h) for p, rng, h in zip(privacies, rngs, hypers)]
+    return loop(problem, privacies, rngs, hypers)
+
+
+def _full_batch(problem: Problem, hyper: dict[str, Any]) -> bool:
+    """DP-SGD's batch is the whole data set (q = min(1, B/n) = 1, as `sgd.run_sgd` derives it)."""
+    return hyper["batch_size"] >= problem.n
 
 
 # ---------------------------------------------------------------------------------------------
@@ -266,23 +488,7 @@ def fit_dpsgd_many(problem: Problem, privacy: PrivacyTarget, rngs: Sequence[np.r
                    **hyper: Any) -> list[Fit]:
     """R trainings of DP-SGD (`dpsgd.fit_dpsgd`, Abadi et al. 2016 Alg. 1) as one vectorised loop;
     the fallback (module docstring) for a non-GLM model or trace_every > 0."""
-    h = hyperparameters(fit_dpsgd, hyper)
-    rngs = list(rngs)
-    if not vectorisable(problem.model) or h["trace_every"]:
-        return one_at_a_time(fit_dpsgd, problem, privacy, rngs, h)
-    n, m = problem.n, problem.model.n_params
-    plan = noisy_sgd_plan(n, privacy, epochs=h["epochs"], batch_size=h["batch_size"], clip_norm=h["clip_norm"],
-                          calibration=h["calibration"], paper_c=h["paper_c"])
-    q = min(1.0, plan.batch_size / n)  # as `run_sgd` derives them
-    steps_per_epoch = max(1.0, n / plan.batch_size)
-    noisy = plan.noise_std > 0.0
-    rule = StepRule(
-        lrs=learning_rates(h["lr"], h["lr_schedule"], np.arange(plan.steps), steps_per_epoch),
-        clip_norm=h["clip_norm"], rate=q, sum_divisor=1.0, noise_scale=plan.noise_std,
-        draw_noise=(lambda rng, out: rng.standard_normal(out=out)) if noisy else None,
-        grad_divisor=q * n, radius=h["radius"], release_noise_std=plan.noise_std if noisy else 0.0,
-        release_weight=1.0, chunk=kernels.steps_per_chunk(m))
-    return _fits(run_many(problem, rngs, rule), plan.ledger)
+    return _many(fit_dpsgd, _dpsgd_loop, problem, privacy, rngs, hyper)
 
 
 @vectorised(fit_dp_gd)
@@ -290,24 +496,28 @@ def fit_dp_gd_many(problem: Problem, privacy: PrivacyTarget, rngs: Sequence[np.r
                    **hyper: Any) -> list[Fit]:
     """R trainings of full-batch DP-GD (`gradient_perturbation.fit_dp_gd`, Wang-Ye-Xu 2017) as one
     vectorised loop; the fallback (module docstring) for a non-GLM model or trace_every > 0."""
-    h = hyperparameters(fit_dp_gd, hyper)
-    rngs = list(rngs)
-    if not vectorisable(problem.model) or h["trace_every"]:
-        return one_at_a_time(fit_dp_gd, problem, privacy, rngs, h)
-    n, m = problem.n, problem.model.n_params
-    plan = dp_gd_plan(problem.model, n, privacy, epochs=h["epochs"], lr=h["lr"], radius=h["radius"],
-                      clip_norm=h["clip_norm"], calibration=h["calibration"], c=h["c"])
-    s = plan.noise_std
-
-    def draw(rng: np.random.Generator, out: np.ndarray) -> None:
-        out[...] = rng.normal(0.0, s, size=out.shape)  # = out.shape[0] calls of rng.normal(0, s, size=m)
-
-    rule = StepRule(
-        lrs=np.full(plan.steps, float(h["lr"])), clip_norm=plan.clip_norm, rate=1.0, sum_divisor=float(n),
-        noise_scale=1.0, draw_noise=draw if s > 0.0 else None, grad_divisor=1.0, radius=h["radius"],
-        release_noise_std=s * n, release_weight=1.0 / n, chunk=kernels.steps_per_chunk(m))
-    return _fits(run_many(problem, rngs, rule), plan.ledger)
+    return _many(fit_dp_gd, _dp_gd_loop, problem, privacy, rngs, hyper)
 
 
-__all__ = ["DRAW_BYTES", "NOISE_STEPS", "StepRule", "TILE_ELEMENTS", "fit_dp_gd_many", "fit_dpsgd_many",
-           "hyperparameters", "one_at_a_time", "run_many", "vectorisable"]
+@batched(fit_dpsgd, varying=VARYING, pays=_dpsgd_pays)
+def fit_dpsgd_batch(problem: Problem, privacies: Sequence[PrivacyTarget], rngs: Sequence[np.random.Generator],
+                    params: Sequence[dict[str, Any]]) -> list[Fit]:
+    """R trainings of DP-SGD whose targets and step sizes may differ, as one vectorised loop (each
+    replica its own noise multiplier, same steps and batch size); the fallback for a non-GLM model
+    or trace_every > 0, or while somebody observes the releases, and for Poisson batches (q < 1;
+    module docstring)."""
+    return _batch(fit_dpsgd, _dpsgd_loop, problem, privacies, rngs, params, pays=_full_batch)
+
+
+@batched(fit_dp_gd, varying=VARYING, pays=_dp_gd_pays)
+def fit_dp_gd_batch(problem: Problem, privacies: Sequence[PrivacyTarget], rngs: Sequence[np.random.Generator],
+                    params: Sequence[dict[str, Any]]) -> list[Fit]:
+    """R trainings of full-batch DP-GD whose targets and step sizes may differ, as one vectorised
+    loop (each replica its own noise std and ledger, same steps); the fallback for a non-GLM model
+    or trace_every > 0, or while somebody observes the releases (module docstring)."""
+    return _batch(fit_dp_gd, _dp_gd_loop, problem, privacies, rngs, params)
+
+
+__all__ = ["DRAW_BYTES", "NOISE_STEPS", "StepRule", "TILE_ELEMENTS", "VARYING", "batch_hyperparameters",
+           "fit_dp_gd_batch", "fit_dp_gd_many", "fit_dpsgd_batch", "fit_dpsgd_many", "hyperparameters",
+           "one_at_a_time", "run_many", "vectorisable", "vectorisable_class"]

@@ -502,9 +502,61 @@ def accounting_suite(data_dir: str | None = None, repeats: int = 1, *, data=None
     return records
 
 
+#: (experiment spec, algorithm, data set label, model label) whose first repetition's batch the
+#: `cells` suite runs both ways: the heaviest groups of the paper experiments
+CELLS_CASES: list[tuple[str, str, str, str]] = [
+    ("experiments/inputpert.yaml", "dp_gd", "KDDCup99", "LR"),
+    ("experiments/inputpert.yaml", "dp_gd", "Adult", "LR"),
+    ("experiments/inputpert.yaml", "dp_gd", "Adult", "MLP"),
+    ("experiments/pidp.yaml", "dpsgd", "Adult", "LR"),
+]
+
+
+def cells_suite(data_dir: str | None = None, repeats: int = 1, *, data=None,
+                cases: list[tuple[str, str, str, str]] | None = None) -> list[dict]:
+    """Cells of one batch (`run.cells.batch_key`: same split, model, algorithm and shape, other
+    epsilons and step sizes) run one at a time (`run_cell` each) and as one batched fit
+    (`run_cells`): seconds, cells per second and the ratio. Data, L* and every cell's calibration
+    are warmed up first, so both ways time the fits and the evaluation. A case whose cells do not
+    batch (`AlgorithmInfo.batch_pays`) gets one record saying so. `data` is unused (the specs name
+    theirs).
+    """
+    import tempfile
+
+    from dpbench.run.cells import CellContext, batch_key, prepare_optimum, run_cell, run_cells
+    from dpbench.spec.experiment import load
+
+    records = []
+    with tempfile.TemporaryDirectory() as cache:
+        context = CellContext(data_dir=data_dir, cache_dir=cache)
+        for spec, algorithm, dataset, model in (CELLS_CASES if cases is None else cases):
+            cells = [c for c in load(spec).cells() if c.algorithm == algorithm and c.dataset_label == dataset
+                     and c.model_label == model and c.rep == 0 and c.tuning is None]
+            groups: dict = {}
+            for cell in cells:
+                groups.setdefault(batch_key(cell), []).append(cell)
+            batch = max((g for k, g in groups.items() if k is not None), key=len, default=[])
+            if not batch:
+                records.append(_record("cells", algorithm, model, f"{dataset}: runs alone (batch_pays is False)",
+                                       None, 0, 0, error="no batch"))
+                continue
+            prepare_optimum(batch[0], context)
+            for cell in batch:  # load the data, compile, fill the calibration memo for every epsilon
+                run_cell(cell, context)
+            alone = _timed(lambda: [run_cell(c, context) for c in batch], max(1, repeats))
+            together = _timed(lambda: run_cells(batch, context), max(1, repeats))
+            first = run_cell(batch[0], context)
+            for measure, seconds in (("one at a time", alone), ("batched", together)):
+                records.append(_record("cells", algorithm, model, f"{dataset}, {len(batch)} cells, {measure}",
+                                       dict(batch[0].params).get("batch_size"), first["n_train"], first["n_params"],
+                                       seconds=seconds, cells_per_s=len(batch) / seconds,
+                                       ratio=alone / seconds))
+    return records
+
+
 SUITES: dict[str, Callable[..., list[dict]]] = {"steps": steps_suite, "grads": grads_suite, "pidp": pidp_suite,
                                                 "fits": fits_suite, "many": many_suite,
-                                                "accounting": accounting_suite}
+                                                "accounting": accounting_suite, "cells": cells_suite}
 
 
 def _target_text(rec: dict) -> str:
@@ -527,7 +579,8 @@ def format_table(records: list[dict]) -> str:
         df["batch_size"] = [("" if b is None or (isinstance(b, float) and math.isnan(b)) else f"{float(b):g}")
                             for b in df["batch_size"]]
     cols = [c for c in ("suite", "algorithm", "model", "measure", "path", "mode", "batch_size", "n_params", "steps",
-                        "seconds", "seconds_repeat", "examples_per_s", "fits_per_s", "noise_multiplier", "target", "note") if c in df]
+                        "seconds", "seconds_repeat", "examples_per_s", "fits_per_s", "cells_per_s", "ratio", "noise_multiplier",
+                        "target", "note") if c in df]
     with pd.option_context("display.width", 200, "display.max_rows", 1000, "display.max_colwidth", 40,
                            "display.float_format", lambda v: f"{v:,.4g}"):
         return df[cols].to_string(index=False, na_rep="")

@@ -21,11 +21,14 @@ from dpbench.experiment.audits import audit_results
 from dpbench.experiment.layout import cache_dir, experiment_root
 from dpbench.run import runner
 from dpbench.run.cells import (
+    BATCH_CELLS,
     RECORD_FIELDS,
     CellContext,
+    batch_key,
     optimum_path,
     prepare_optimum,
     run_cell,
+    run_cells,
 )
 from dpbench.spec.experiment import Experiment
 
@@ -121,8 +124,9 @@ def run_experiments(exps: list[Experiment], *, results: str | Path = "results", 
     runner.parallel_map(list(problems.values()), functools.partial(prepare_optimum, context=context), jobs=jobs,
                         backend=backend, scheduler=scheduler, progress=progress, description="L* per problem")
     work = functools.partial(run_cell, context=context)
-    summary = runner.run(ordered, work, store, jobs=jobs, backend=backend, scheduler=scheduler,
-                         force=force, progress=progress, description=names if len(names) < 40 else "cells")
+    batching = runner.Batching(key=batch_key, work=functools.partial(run_cells, context=context), size=BATCH_CELLS)
+    summary = runner.run(ordered, work, store, jobs=jobs, backend=backend, scheduler=scheduler, force=force,
+                         progress=progress, description=names if len(names) < 40 else "cells", batching=batching)
     for exp in exps:  # the experiments' distinguishing games (their trials are cached like cells)
         audit_results(exp, results=results, data_dir=data_dir, jobs=jobs, backend=backend, scheduler=scheduler,
                       progress=progress, force=force)

@@ -198,10 +198,20 @@ def trace_metrics(trace: list[dict], model, dataset, lstar: float | None = None)
     return out
 
 
-def run_cell(cell: Cell, context: CellContext = CellContext()) -> dict:
-    """Load data, build the model, fit, evaluate: the record stored for this cell."""
+@dataclass
+class _Prepared:
+    """What every cell of one problem shares: the data split, the model and the training problem."""
+
+    dataset: Any
+    model: Any
+    problem: Any
+    info: Any
+
+
+def _prepare(cell: Cell, context: CellContext) -> _Prepared:
+    """Load the cell's data split (memoised) and build its model and training problem."""
     from dpbench import algorithms, models
-    from dpbench.run import metrics, plugins
+    from dpbench.run import plugins
 
     if cell.plugin is not None:  # a plugin algorithm: import it in this process too (worker processes)
         plugins.load(cell.plugin)
@@ -209,15 +219,81 @@ def run_cell(cell: Cell, context: CellContext = CellContext()) -> dict:
     dataset = load_dataset(cell, context)
     model = models.make(cell.model, dataset.n_features, **dict(cell.model_options))
     problem = algorithms.Problem(model=model, X=dataset.X_train, y=dataset.y_train)
-    info = algorithms.get(cell.algorithm)
-    delta = evaluate_delta(cell.delta, dataset.n_train) if info.private else None
-    target = algorithms.PrivacyTarget(epsilon=cell.epsilon if info.private else None, delta=delta)
-    lstar = optimum(cell, problem, context)
-    population_lstar = population_optimum(cell, dataset, model, context)
+    return _Prepared(dataset=dataset, model=model, problem=problem, info=algorithms.get(cell.algorithm))
+
+
+def _target(cell: Cell, shared: _Prepared):
+    """The cell's privacy target: its epsilon and its delta evaluated at the training size."""
+    from dpbench import algorithms
+
+    delta = evaluate_delta(cell.delta, shared.dataset.n_train) if shared.info.private else None
+    return algorithms.PrivacyTarget(epsilon=cell.epsilon if shared.info.private else None, delta=delta)
+
+
+def run_cell(cell: Cell, context: CellContext = CellContext()) -> dict:
+    """Load data, build the model, fit, evaluate: the record stored for this cell."""
+    shared = _prepare(cell, context)
+    target = _target(cell, shared)
+    lstar = optimum(cell, shared.problem, context)
     started = time.perf_counter()
-    fit = info.fit(problem, target, cell.algorithm_rng(), **dict(cell.params))
+    fit = shared.info.fit(shared.problem, target, cell.algorithm_rng(), **dict(cell.params))
     fit_seconds = time.perf_counter() - started
     save_privacy_memo(context)
+    return _record(cell, shared, target, fit, fit_seconds, lstar, context)
+
+
+#: most cells one batched fit takes (its parameters and per-replica draws grow with it)
+BATCH_CELLS = 64
+
+
+def batch_key(cell: Cell) -> tuple | None:
+    """Cells with equal keys can run as one batched fit (`run_cells`); None: this cell runs alone.
+
+    A batch shares the data split (problem key), the model, the algorithm and every
+    hyperparameter that shapes the computation; its cells differ only in epsilon and in the
+    hyperparameters the algorithm's batched twin declares varying (`algorithms.base.batched`,
+    e.g. the step size of a search). Cells whose algorithm has no batched twin, or whose twin
+    would not be faster for their model and hyperparameters (`AlgorithmInfo.batch_pays`), run alone.
+    """
+    from dpbench import algorithms, models
+
+    info = algorithms.get(cell.algorithm)
+    if not info.batch_pays(models.MODELS.lookup(cell.model).factory, dict(cell.params)):
+        return None
+    varying = set(info.batch_varying)
+    shape = canonical_json({k: v for k, v in dict(cell.params).items() if k not in varying})
+    return (cell.problem_key, cell.algorithm, cell.plugin, cell.model, canonical_json(cell.model_options), shape,
+            canonical_json(cell.delta))
+
+
+def run_cells(cells: list[Cell], context: CellContext = CellContext()) -> list[dict]:
+    """The records of cells that share a `batch_key`, from one batched fit.
+
+    Each cell keeps its own randomness (`Cell.algorithm_rng`) and privacy target; the batched
+    twin draws for replica r exactly what the single fit of cell r draws, so every record equals
+    `run_cell`'s up to floating-point rounding (sums over replicas are taken in another order).
+    The group's fit time is shared equally among its cells.
+    """
+    if len({batch_key(c) for c in cells}) != 1 or batch_key(cells[0]) is None:
+        raise ValueError("run_cells takes cells of one batch (equal, non-null batch_key)")
+    shared = _prepare(cells[0], context)
+    targets = [_target(c, shared) for c in cells]
+    lstar = optimum(cells[0], shared.problem, context)
+    started = time.perf_counter()
+    fits = shared.info.fit_batch(shared.problem, targets, [c.algorithm_rng() for c in cells], [dict(c.params) for c in cells])
+    fit_seconds = (time.perf_counter() - started) / len(cells)
+    save_privacy_memo(context)
+    return [_record(c, shared, target, fit, fit_seconds, lstar, context) for c, target, fit in zip(cells, targets, fits)]
+
+
+def _record(cell: Cell, shared: _Prepared, target, fit, fit_seconds: float, lstar: float,
+            context: CellContext) -> dict:
+    """The stored record of a fitted cell: its identity, the metrics of the released theta, the
+    ledger as released (with the weak-delta and convexity notes), trace, private-selection score."""
+    from dpbench.run import metrics
+
+    dataset, model, info, delta = shared.dataset, shared.model, shared.info, target.delta
+    population_lstar = population_optimum(cell, dataset, model, context)
     ledger = Ledger.from_dict(fit.privacy)
     if info.convex_only and not model.convex and ledger.claim != "none":
         ledger = ledger.with_claim("none", f"{cell.algorithm}'s proof needs a convex loss; {cell.model} is not convex")

@@ -1,7 +1,9 @@
 """Run cells in parallel with joblib and store each result the moment it arrives.
 
 The runner knows nothing about algorithms: it takes objects with a `.key`, a picklable
-`work(cell) -> dict` function and a ResultStore. Finished cells (status ok) are skipped unless
+`work(cell) -> dict` function and a ResultStore; optionally a `Batching` (a key that says which
+cells may run together, and `work_many(cells) -> [dict]`), under which the cells of one key go
+to a worker as one task of at most `size` cells and each record is still stored on its own. Finished cells (status ok) are skipped unless
 `force`; a cell whose work raises is stored with status "error" and its traceback and does not
 stop the others. Results arrive unordered (joblib `return_as="generator_unordered"`) and each
 is written atomically in this process at once, so an interrupted run loses only cells that
@@ -29,6 +31,16 @@ from dpbench.core.errors import DpbenchError
 from dpbench.core.store import ResultStore
 
 BACKENDS = ("loky", "threading", "sequential", "dask")
+
+
+@dataclass(frozen=True)
+class Batching:
+    """Which cells may run as one task: `key(cell)` (None: alone) and `work(cells) -> [record]`,
+    at most `size` cells a task. Records come back in the order of the cells."""
+
+    key: Callable[[Any], Any]
+    work: Callable[[list], list[dict]]
+    size: int = 64
 
 
 @dataclass
@@ -91,6 +103,50 @@ def _guarded(work: Callable[[Any], dict], cell: Any, parent_pid: int | None = No
                   "traceback": traceback.format_exc(), "cell": cell.identity() if hasattr(cell, "identity") else None}
     record["wall_seconds"] = time.perf_counter() - started
     return record
+
+
+def _guarded_batch(work_many: Callable[[list], list[dict]], work: Callable[[Any], dict], cells: list,
+                   parent_pid: int | None = None) -> list[dict]:
+    """Run cells as one batch; if the batch raises, run each cell alone (so one bad cell is named
+    and the others are kept). Never raises; the batch's wall time is shared among its records."""
+    if parent_pid is not None:
+        _worker_setup(parent_pid)
+    started = time.perf_counter()
+    try:
+        records = work_many(cells)
+        if len(records) != len(cells):
+            raise RuntimeError(f"a batch of {len(cells)} cells gave {len(records)} records")
+    except Exception:  # fall back to the cells one at a time: each gets its own record or error
+        return [_guarded(work, cell) for cell in cells]
+    seconds = (time.perf_counter() - started) / len(cells)
+    for record in records:
+        record["status"] = "ok"
+        record["error"] = None
+        record["wall_seconds"] = seconds
+    return records
+
+
+def _tasks(todo: list, batching: Batching | None) -> list[list]:
+    """The cells to run, as tasks: one cell each, or the cells of one batch key (at most `size`)."""
+    if batching is None:
+        return [[cell] for cell in todo]
+    groups: dict[Any, list] = {}
+    tasks: list[list] = []
+    for cell in todo:
+        key = batching.key(cell)
+        if key is None:
+            tasks.append([cell])
+        else:
+            groups.setdefault(key, []).append(cell)
+    for cells in groups.values():
+        tasks += [cells[i:i + batching.size] for i in range(0, len(cells), max(1, batching.size))]
+    return tasks
+
+
+def _delayed(task: list, work: Callable[[Any], dict], batching: Batching | None):
+    if len(task) == 1 or batching is None:
+        return delayed(_guarded)(work, task[0], os.getpid())
+    return delayed(_guarded_batch)(batching.work, work, task, os.getpid())
 
 
 _TRACKER_FILTER = "ignore:resource_tracker:UserWarning"
@@ -171,8 +227,12 @@ def run(
     force: bool = False,
     progress: bool = True,
     description: str = "cells",
+    batching: Batching | None = None,
 ) -> RunSummary:
-    """Run every cell not yet finished in `store`; return counts, failures and wall time."""
+    """Run every cell not yet finished in `store`; return counts, failures and wall time.
+
+    With `batching`, cells of one batch key run as one task (`Batching`); every record is stored
+    the moment its task finishes, so an interrupted run loses only the tasks still running."""
     started = time.perf_counter()
     unique = list({cell.key: cell for cell in cells}.values())
     todo = unique if force else [c for c in unique if not store.is_finished(c.key)]
@@ -184,15 +244,16 @@ def run(
             warnings.filterwarnings("ignore", message=r".*tasks (have been successfully executed|which were still "
                                                       r"being processed)", category=UserWarning)
             parallel = Parallel(return_as="generator_unordered", **options)
-            results = parallel(delayed(_guarded)(work, cell, os.getpid()) for cell in todo)
+            results = parallel(_delayed(task, work, batching) for task in _tasks(todo, batching))
             with tqdm(total=len(todo), desc=description, unit="cell", disable=not progress) as bar:
                 try:
-                    for record in results:
-                        store.put(record)
-                        summary.ran += 1
-                        if record["status"] != "ok":
-                            summary.failed.append(record)
-                        bar.update(1)
+                    for result in results:
+                        for record in result if isinstance(result, list) else [result]:
+                            store.put(record)
+                            summary.ran += 1
+                            if record["status"] != "ok":
+                                summary.failed.append(record)
+                            bar.update(1)
                 finally:
                     results.close()  # on an error, stop the workers here (inside the warnings filter)
     summary.seconds = time.perf_counter() - started

@@ -155,3 +155,18 @@ def test_accounting_suite_times_both_paths_and_they_agree():
     z_library, z_vectorised = (r["noise_multiplier"] for r in records)
     assert z_vectorised == pytest.approx(z_library, rel=1e-6)
     assert z_library == pytest.approx(accounting.calibrate_dpsgd_noise(1.0, 1e-5, 1 / 2000, 2000, "pld"), rel=1e-6)
+
+
+def test_cells_suite_times_a_batch_both_ways_and_says_where_cells_run_alone(tmp_path, data_dir):
+    from tests.run.test_cells_batched import SPEC
+
+    spec = tmp_path / "batched.yaml"
+    spec.write_text(SPEC)
+    records = bench.cells_suite(str(data_dir), cases=[(str(spec), "dp_gd", "breast_cancer", "logreg"),
+                                                      (str(spec), "dpsgd", "breast_cancer", "logreg")])
+    alone, together, dpsgd = records
+    assert alone["measure"].endswith("4 cells, one at a time") and together["measure"].endswith("4 cells, batched")
+    assert alone["seconds"] > 0 and together["seconds"] > 0
+    assert together["ratio"] == pytest.approx(alone["seconds"] / together["seconds"])
+    assert together["cells_per_s"] == pytest.approx(4 / together["seconds"])
+    assert dpsgd["error"] == "no batch" and "runs alone" in dpsgd["measure"]
