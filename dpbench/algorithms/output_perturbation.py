@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Annotated
+from typing import Annotated, Sequence
 
 import numpy as np
 
@@ -69,14 +69,17 @@ from dpbench.algorithms.base import (
     PrivacyTarget,
     Problem,
     algorithm,
+    batched,
     bounded_rows,
     ledger,
     output_sensitivity_claim,
 )
 from dpbench.algorithms.sgd import project_to_ball
+from dpbench.algorithms.vectorised_fits import hyperparameters
 from dpbench.core.ledger import Adjacency
 from dpbench.core.registry import Param
 from dpbench.models.base import Model
+from dpbench.models.linear import _GLM
 from dpbench.privacy import analytic_gaussian_sigma, gaussian_epsilon
 from dpbench.privacy.erm import output_gd_sensitivity, zzmw_sensitivity
 
@@ -149,12 +152,23 @@ def output_gd_core(model: Model, X: np.ndarray, y: np.ndarray, theta0: np.ndarra
     Deterministic given theta0; uses the model's vectorised `data_grad` plus l2 * theta (the model's
     own l2 is replaced by `l2`).
     """
+    return output_gd_path(model, X, y, theta0, steps=(steps,), lr=lr, l2=l2, radius=radius)[int(steps)]
+
+
+def output_gd_path(model: Model, X: np.ndarray, y: np.ndarray, theta0: np.ndarray, *, steps: Sequence[int],
+                   lr: float, l2: float, radius: float | None) -> dict[int, np.ndarray]:
+    """theta_T of `output_gd_core` for every T in `steps`, from one descent of max(steps) steps: the
+    first T iterates of a longer run are the run of T steps (the same operations in the same order)."""
+    wanted = {int(s) for s in steps}
     theta = np.array(theta0, dtype=float)
     X, y = np.asarray(X), np.asarray(y)
-    for _ in range(int(steps)):
+    out = {0: theta.copy()} if 0 in wanted else {}
+    for t in range(1, max(wanted) + 1):
         g = model.data_grad(theta, X, y) + l2 * theta
         theta = project_to_ball(theta - lr * g, radius)
-    return theta
+        if t in wanted:
+            out[t] = theta.copy()
+    return out
 
 
 @algorithm("output_perturbation_gd",
@@ -179,17 +193,33 @@ def fit_output_perturbation_gd(
         "L in Delta: paper (G + lambda R, the regularised loss) or data (G: the regulariser cancels)",
         choices=LIPSCHITZ_BOUNDS)] = "paper",
 ) -> Fit:
-    model, n = problem.model, problem.n
+    eps, delta = _target(privacy)
+    plan = plan_output_gd(problem.model, problem.n, epochs=epochs, lr=lr, l2=l2, radius=radius,
+                          lipschitz_bound=lipschitz_bound)
+    problem, rows = _training_rows(problem, plan)
+    theta0 = problem.model.init(rng)
+    theta = output_gd_core(problem.model, problem.X, problem.y, theta0, steps=plan.steps, lr=plan.lr, l2=plan.l2,
+                           radius=plan.radius)
+    return _release(problem.model, plan, theta, rng, eps, delta, rows)
+
+
+def _target(privacy: PrivacyTarget) -> tuple[float, float]:
     if privacy.epsilon is None or privacy.delta is None:
         raise ValueError("output_perturbation_gd is a private algorithm: it needs a target epsilon and delta")
-    eps, delta = float(privacy.epsilon), float(privacy.delta)
-    plan = plan_output_gd(model, n, epochs=epochs, lr=lr, l2=l2, radius=radius, lipschitz_bound=lipschitz_bound)
-    rows: dict = {}
+    return float(privacy.epsilon), float(privacy.delta)
+
+
+def _training_rows(problem: Problem, plan: OutputGDPlan) -> tuple[Problem, dict]:
+    """The rows GD runs on: projected into the unit ball where the claim rests on the model's
+    constants (module docstring), as given otherwise; and what the ledger says of it."""
     if plan.constants == "model":  # G, beta_s hold for ||x|| <= 1 only: project (module docstring)
-        problem, rows = bounded_rows(problem)
-    theta0 = model.init(rng)
-    theta = output_gd_core(model, problem.X, problem.y, theta0, steps=plan.steps, lr=plan.lr, l2=plan.l2,
-                           radius=plan.radius)
+        return bounded_rows(problem)
+    return problem, {}
+
+
+def _release(model: Model, plan: OutputGDPlan, theta: np.ndarray, rng: np.random.Generator, eps: float,
+             delta: float, rows: dict) -> Fit:
+    """theta_T + N(0, s^2 I), s from the analytic Gaussian mechanism at Delta_T, and its ledger."""
     sens = plan.sensitivity
     std = analytic_gaussian_sigma(eps, delta, sens)
     kappa = rng.normal(0.0, std, size=theta.shape[0])
@@ -216,3 +246,45 @@ def fit_output_perturbation_gd(
         **rows,
         **details,
     ))
+
+
+def _batch_pays(model_class: type, params: dict) -> bool:
+    """A linear model starts every replica at theta = 0, so replicas with the same step size, l2 and
+    radius share one descent; an MLP's random start gives each its own."""
+    return issubclass(model_class, _GLM)
+
+
+@batched(fit_output_perturbation_gd, varying=("epochs", "lr", "l2", "radius", "lipschitz_bound"), pays=_batch_pays)
+def fit_output_perturbation_gd_batch(problem: Problem, privacies: Sequence[PrivacyTarget],
+                                     rngs: Sequence[np.random.Generator], params: Sequence[dict]) -> list[Fit]:
+    """Replicas of `fit_output_perturbation_gd` whose targets and hyperparameters may differ, with
+    one descent per distinct (start, step size, l2, radius, rows): the noise-free GD of [S2] Alg. 1
+    does not depend on epsilon, and its first T iterates are the run of T steps
+    (`output_gd_path`), so a grid's epsilons and epoch counts share it. Each replica then draws
+    its own noise from its own rng, after its own `model.init`, as the single fit does: every
+    Fit equals the single fit's, bit for bit."""
+    privacies, rngs = list(privacies), list(rngs)
+    hypers = [hyperparameters(fit_output_perturbation_gd, p) for p in params]
+    if not len(privacies) == len(rngs) == len(hypers):
+        raise ValueError("a batched fit needs one privacy target, rng and hyperparameter set per replica")
+    targets = [_target(p) for p in privacies]
+    plans = [plan_output_gd(problem.model, problem.n, **h) for h in hypers]
+    by_constants = {c: _training_rows(problem, next(p for p in plans if p.constants == c))
+                    for c in {p.constants for p in plans}}  # the rows as trained on: projected once
+    trained = [by_constants[plan.constants] for plan in plans]
+    starts = [problem.model.init(rng) for rng in rngs]
+    descents: dict[tuple, list[int]] = {}
+    for r, (plan, start) in enumerate(zip(plans, starts)):
+        key = (plan.lr, plan.l2, plan.radius, plan.constants, start.tobytes())
+        descents.setdefault(key, []).append(r)
+    thetas: dict[int, np.ndarray] = {}
+    for members in descents.values():
+        first = members[0]
+        rows_problem = trained[first][0]
+        path = output_gd_path(rows_problem.model, rows_problem.X, rows_problem.y, starts[first],
+                              steps=[plans[r].steps for r in members], lr=plans[first].lr, l2=plans[first].l2,
+                              radius=plans[first].radius)
+        for r in members:
+            thetas[r] = path[plans[r].steps]
+    return [_release(problem.model, plans[r], thetas[r], rngs[r], *targets[r], trained[r][1])
+            for r in range(len(rngs))]

@@ -505,6 +505,8 @@ def accounting_suite(data_dir: str | None = None, repeats: int = 1, *, data=None
 #: (experiment spec, algorithm, data set label, model label) whose first repetition's batch the
 #: `cells` suite runs both ways: the heaviest groups of the paper experiments
 CELLS_CASES: list[tuple[str, str, str, str]] = [
+    ("experiments/inputpert.yaml", "output_perturbation_gd", "KDDCup99", "LR"),
+    ("experiments/inputpert.yaml", "output_perturbation_gd", "Adult", "LR"),
     ("experiments/inputpert.yaml", "dp_gd", "KDDCup99", "LR"),
     ("experiments/inputpert.yaml", "dp_gd", "Adult", "LR"),
     ("experiments/inputpert.yaml", "dp_gd", "Adult", "MLP"),

@@ -176,3 +176,28 @@ def test_a_grid_batches_only_where_the_twin_pays():
     assert not dp_gd.batch_pays(logreg, {"trace_every": 5})
     assert not dpsgd.batch_pays(logreg, {"batch_size": 256})  # Poisson batches: the single fits are faster
     assert not REGISTRY["bolt_on"].batch_pays(logreg, {})  # no twin
+
+
+def test_output_perturbation_batch_shares_one_descent_and_equals_the_single_fits(monkeypatch):
+    """Replicas over epsilons, epoch counts and l2 values: one descent per (l2, start) up to the
+    longest T, and each Fit the single fit's, bit for bit (same operations, same draws)."""
+    from dpbench import models
+    from dpbench.algorithms import output_perturbation as op
+    from tests.problems import logistic_problem
+
+    problem = logistic_problem(n=300, d=5, seed=3)
+    grid = [(eps, epochs, l2) for eps in (0.5, 1.0, 4.0) for epochs in (10, 30) for l2 in (1e-4, 1e-2)]
+    privacies = [PrivacyTarget(epsilon=eps, delta=1e-5) for eps, _, _ in grid]
+    params = [{"epochs": epochs, "l2": l2} for _, epochs, l2 in grid]
+    descents = []
+    real_path = op.output_gd_path
+    monkeypatch.setattr(op, "output_gd_path", lambda *a, **k: descents.append(k["steps"]) or real_path(*a, **k))
+    together = op.fit_output_perturbation_gd_batch(problem, privacies, [np.random.default_rng(i) for i in range(12)],
+                                                   params)
+    assert len(descents) == 2 and all(sorted(set(s)) == [10, 30] for s in descents)  # one per l2
+    for i, (target, hyper) in enumerate(zip(privacies, params)):
+        alone = op.fit_output_perturbation_gd(problem, target, np.random.default_rng(i), **hyper)
+        assert np.array_equal(together[i].theta, alone.theta)
+        assert dict(together[i].privacy) == dict(alone.privacy)
+    assert REGISTRY["output_perturbation_gd"].batch_pays(models.MODELS.lookup("logreg").factory, {})
+    assert not REGISTRY["output_perturbation_gd"].batch_pays(models.MODELS.lookup("mlp").factory, {})
