@@ -3,8 +3,8 @@
 The runner knows nothing about algorithms: it takes objects with a `.key`, a picklable
 `work(cell) -> dict` function and a ResultStore; optionally a `Batching` (a key that says which
 cells may run together, and `work_many(cells) -> [dict]`), under which the cells of one key go
-to a worker as one task of at most `size` cells and each record is still stored on its own. Finished cells (status ok) are skipped unless
-`force`; a cell whose work raises is stored with status "error" and its traceback and does not
+to a worker as one task of at most `size` cells and each record is still stored on its own.
+Finished cells (status ok) are skipped unless `force`; a cell whose work raises is stored with status "error" and its traceback and does not
 stop the others. Results arrive unordered (joblib `return_as="generator_unordered"`) and each
 is written atomically in this process at once, so an interrupted run loses only cells that
 were still running. Backends: any joblib backend (loky processes by default, threading,
@@ -127,19 +127,23 @@ def _guarded_batch(work_many: Callable[[list], list[dict]], work: Callable[[Any]
 
 
 def _tasks(todo: list, batching: Batching | None) -> list[list]:
-    """The cells to run, as tasks: one cell each, or the cells of one batch key (at most `size`)."""
+    """The cells to run, as tasks: one cell each, or the cells of one batch key (at most `size`),
+    each task where its first cell stands, so the order of `todo` (e.g. by data set, which a
+    worker's data memo relies on) is kept."""
     if batching is None:
         return [[cell] for cell in todo]
-    groups: dict[Any, list] = {}
+    open_tasks: dict[Any, list] = {}
     tasks: list[list] = []
     for cell in todo:
         key = batching.key(cell)
         if key is None:
             tasks.append([cell])
-        else:
-            groups.setdefault(key, []).append(cell)
-    for cells in groups.values():
-        tasks += [cells[i:i + batching.size] for i in range(0, len(cells), max(1, batching.size))]
+            continue
+        task = open_tasks.get(key)
+        if task is None or len(task) >= max(1, batching.size):
+            task = open_tasks[key] = []
+            tasks.append(task)
+        task.append(cell)
     return tasks
 
 

@@ -68,3 +68,9 @@ def test_stored_cells_are_not_batched_again(tmp_path):
     summary = runner.run(items, square, store, backend="sequential", progress=False, batching=batching)
     assert (summary.reused, summary.ran) == (1, 2)
     assert store.get("a-2")["how"] == "batch of 2"
+
+
+def test_a_batch_runs_where_its_first_cell_stands():
+    items = [Item("x1", None, 1), Item("a1", "a", 2), Item("y1", None, 3), Item("a2", "a", 4), Item("a3", "a", 5)]
+    tasks = runner._tasks(items, Batching(key=lambda i: i.group, work=squares, size=2))
+    assert [[i.key for i in task] for task in tasks] == [["x1"], ["a1", "a2"], ["y1"], ["a3"]]
