@@ -142,6 +142,17 @@ def vectorised(fit: FitFunction) -> Callable[[FitManyFunction], FitManyFunction]
     return declare
 
 
+def hyperparameters(fit: FitFunction, given: dict[str, Any]) -> dict[str, Any]:
+    """The keyword hyperparameters `fit` would run with: its declared defaults, overridden by `given`
+    (TypeError for a name it does not declare, as calling it would)."""
+    info = fit.dpbench_component  # type: ignore[attr-defined]
+    unknown = sorted(set(given) - {p.name for p in info.params})
+    if unknown:
+        raise TypeError(f"{info.name}: unknown hyperparameter(s) {', '.join(unknown)}; "
+                        f"allowed: {', '.join(p.name for p in info.params)}")
+    return {**info.defaults(), **given}
+
+
 FitBatchFunction = Callable[..., "list[Fit]"]
 #: fit -> (its batched twin `fit_batch(problem, privacies, rngs, params) -> [Fit]`, the hyperparameter names
 #: that may differ between the replicas, whether the twin pays for a model class and hyperparameters) (`batched`)

@@ -71,11 +71,11 @@ from dpbench.algorithms.base import (
     algorithm,
     batched,
     bounded_rows,
+    hyperparameters,
     ledger,
     output_sensitivity_claim,
 )
 from dpbench.algorithms.sgd import project_to_ball
-from dpbench.algorithms.vectorised_fits import hyperparameters
 from dpbench.core.ledger import Adjacency
 from dpbench.core.registry import Param
 from dpbench.models.base import Model

@@ -63,7 +63,7 @@ from typing import Any, Callable, Hashable, Sequence, TypeVar
 import numpy as np
 
 from dpbench.algorithms import kernels, releases
-from dpbench.algorithms.base import Fit, FitFunction, PrivacyTarget, Problem, batched, vectorised
+from dpbench.algorithms.base import Fit, FitFunction, PrivacyTarget, Problem, batched, hyperparameters, vectorised
 from dpbench.algorithms.dpsgd import fit_dpsgd, noisy_sgd_plan
 from dpbench.algorithms.gradient_perturbation import dp_gd_plan, fit_dp_gd
 from dpbench.algorithms.sgd import learning_rates, poisson_batches
@@ -107,17 +107,6 @@ def _dpsgd_pays(model_class: type, params: dict) -> bool:
     alone against 1.49 s vectorised), and whether a batch is the whole data set is known only
     with the data, so a grid does not batch DP-SGD."""
     return False
-
-
-def hyperparameters(fit: FitFunction, given: dict[str, Any]) -> dict[str, Any]:
-    """The keyword hyperparameters `fit` would run with: its declared defaults, overridden by `given`
-    (TypeError for a name it does not declare, as calling it would)."""
-    info = fit.dpbench_component  # type: ignore[attr-defined]
-    unknown = sorted(set(given) - {p.name for p in info.params})
-    if unknown:
-        raise TypeError(f"{info.name}: unknown hyperparameter(s) {', '.join(unknown)}; "
-                        f"allowed: {', '.join(p.name for p in info.params)}")
-    return {**info.defaults(), **given}
 
 
 def batch_hyperparameters(fit: FitFunction, params: Sequence[dict[str, Any]],
@@ -519,5 +508,5 @@ def fit_dp_gd_batch(problem: Problem, privacies: Sequence[PrivacyTarget], rngs: 
 
 
 __all__ = ["DRAW_BYTES", "NOISE_STEPS", "StepRule", "TILE_ELEMENTS", "VARYING", "batch_hyperparameters",
-           "fit_dp_gd_batch", "fit_dp_gd_many", "fit_dpsgd_batch", "fit_dpsgd_many", "hyperparameters",
+           "fit_dp_gd_batch", "fit_dp_gd_many", "fit_dpsgd_batch", "fit_dpsgd_many",
            "one_at_a_time", "run_many", "vectorisable", "vectorisable_class"]

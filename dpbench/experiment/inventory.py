@@ -9,14 +9,9 @@ from pathlib import Path
 import pandas as pd
 
 from dpbench.analysis import curves as curves_mod
-from dpbench.core.store import (
-    ResultStore,
-)
+from dpbench.core.store import ResultStore
 from dpbench.experiment.layout import experiment_root
-from dpbench.run.cells import (
-    RECORD_FIELDS,
-    Cell,
-)
+from dpbench.run.cells import RECORD_FIELDS, Cell
 from dpbench.spec.experiment import Experiment
 
 

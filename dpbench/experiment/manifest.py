@@ -12,9 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dpbench.core.store import (
-    atomic_write_text,
-)
+from dpbench.core.store import atomic_write_text
 from dpbench.run import runner
 from dpbench.spec.experiment import Experiment
 

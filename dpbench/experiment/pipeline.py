@@ -12,10 +12,7 @@ from pathlib import Path
 
 from dpbench.core.errors import DataError, SpecError
 from dpbench.core.registry import resolve_paths
-from dpbench.core.store import (
-    ResultStore,
-    RoutedStore,
-)
+from dpbench.core.store import ResultStore, RoutedStore
 from dpbench.core.validation import DELTA, validate
 from dpbench.experiment.audits import audit_results
 from dpbench.experiment.layout import cache_dir, experiment_root

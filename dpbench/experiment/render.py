@@ -12,9 +12,7 @@ import pandas as pd
 
 from dpbench.analysis import curves as curves_mod
 from dpbench.core.errors import DpbenchError
-from dpbench.core.store import (
-    atomic_write_bytes_via,
-)
+from dpbench.core.store import atomic_write_bytes_via
 from dpbench.experiment.audits import stored_audits
 from dpbench.experiment.inventory import inventory, runs_and_selection
 from dpbench.experiment.layout import (
@@ -30,27 +28,12 @@ from dpbench.experiment.layout import (
     titled,
 )
 from dpbench.experiment.manifest import manifest, write_manifest
-from dpbench.experiment.stored import (
-    complete_traces,
-    coverage,
-    in_spec,
-    load_runs,
-    load_traces,
-)
-from dpbench.experiment.verdicts import (
-    audits_for_claims,
-    claims_from,
-    significant_marks,
-    with_marks,
-    write_claims,
-)
+from dpbench.experiment.stored import complete_traces, coverage, in_spec, load_runs, load_traces
+from dpbench.experiment.verdicts import audits_for_claims, claims_from, significant_marks, with_marks, write_claims
 from dpbench.figures.audit import audit_figure
 from dpbench.figures.kinds import FIGURES, FigureKind
 from dpbench.run import runner
-from dpbench.run.cells import (
-    Cell,
-    CellContext,
-)
+from dpbench.run.cells import Cell, CellContext
 from dpbench.spec.experiment import Experiment, FigureSpec
 
 

@@ -10,9 +10,7 @@ import numpy as np
 import pandas as pd
 
 from dpbench.analysis import curves as curves_mod
-from dpbench.core.store import (
-    atomic_write_bytes_via,
-)
+from dpbench.core.store import atomic_write_bytes_via
 from dpbench.experiment.audits import audit_points, audit_results, stored_audits
 from dpbench.experiment.inventory import inventory, runs_and_selection
 from dpbench.experiment.layout import RUNS_FILE, output_folder

@@ -274,7 +274,8 @@ def run_cells(cells: list[Cell], context: CellContext = CellContext()) -> list[d
     `run_cell`'s up to floating-point rounding (sums over replicas are taken in another order).
     The group's fit time is shared equally among its cells.
     """
-    if len({batch_key(c) for c in cells}) != 1 or batch_key(cells[0]) is None:
+    keys = {batch_key(c) for c in cells}
+    if len(keys) != 1 or None in keys:
         raise ValueError("run_cells takes cells of one batch (equal, non-null batch_key)")
     shared = _prepare(cells[0], context)
     targets = [_target(c, shared) for c in cells]
