@@ -94,6 +94,7 @@ import numpy as np
 from dpbench.algorithms import releases
 from dpbench.algorithms.base import MAX_EPOCHS, MAX_STEPS, Fit, PrivacyTarget, Problem, algorithm, ledger
 from dpbench.algorithms.sgd import project_to_ball, training_loss_trace
+from dpbench.core.gaussian import normal
 from dpbench.core.ledger import Adjacency, Ledger
 from dpbench.core.registry import Param
 from dpbench.models.base import Model
@@ -222,7 +223,7 @@ def bst14_core(
         noise = None
         raw = None  # b_t before the step size (kept only for the releases)
         if noise_std > 0.0:
-            noise = rng.normal(0.0, noise_std, size=(k, p))
+            noise = normal(rng, noise_std, (k, p))
             if observe:
                 raw = noise.copy()
             noise *= eta[:, None]  # eta_t b_t, the noise actually added to theta
@@ -371,7 +372,7 @@ def dp_gd_core(
         gsum, _ = model.clipped_grad_sum(theta, X, y, clip_norm)
         noisy = gsum / n
         if noise_std > 0.0:
-            noisy = noisy + rng.normal(0.0, noise_std, size=p)
+            noisy = noisy + normal(rng, noise_std, p)
         releases.release(t, theta, noisy, noise_std * n, clip_norm=clip_norm, weight=1.0 / n)
         theta = project_to_ball(theta - lr * (noisy + model.reg_grad(theta)), radius)
         if trace_every and on_trace is not None and (t % trace_every == 0 or t == steps):

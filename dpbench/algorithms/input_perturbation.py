@@ -53,6 +53,7 @@ from typing import Annotated
 import numpy as np
 
 from dpbench.algorithms.base import MAX_EPOCHS, Fit, PrivacyTarget, Problem, algorithm, ledger
+from dpbench.core.gaussian import normal
 from dpbench.core.ledger import Adjacency
 from dpbench.core.registry import Param
 from dpbench.models.base import Model
@@ -86,7 +87,7 @@ def perturb_features(X: np.ndarray, sigma: float, noise: str,
         raise ValueError(f"sigma must be finite and >= 0, got {sigma!r}")
     X = np.asarray(X, dtype=np.float64)
     shape = (X.shape[1],) if noise == "shared" else X.shape
-    z = rng.normal(0.0, sigma, size=shape)
+    z = normal(rng, sigma, shape)
     return X + z, z  # (d,) broadcasts over rows
 
 

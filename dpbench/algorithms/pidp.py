@@ -150,6 +150,7 @@ from dpbench.algorithms import kernels, releases
 from dpbench.algorithms.base import MAX_EPOCHS, MAX_STEPS, Fit, PrivacyTarget, Problem, algorithm, ledger
 from dpbench.algorithms.dpsgd import CALIBRATIONS, dpsgd_noise_multiplier
 from dpbench.algorithms.sgd import stretch_end, training_loss_trace
+from dpbench.core.gaussian import standard_normal
 from dpbench.core.ledger import Adjacency
 from dpbench.core.registry import Param
 from dpbench.models.base import Model, clip_factors
@@ -274,7 +275,7 @@ class _DenseInfluence:
             rows = idx[a:a + step]
             c_o = self.full(rows)
             c_o /= ctx.n
-            out[a:a + len(rows)] = ctx.decide(c_o, c_rng.standard_normal((len(rows), m)))
+            out[a:a + len(rows)] = ctx.decide(c_o, standard_normal(c_rng, np.empty((len(rows), m))))
         return out
 
 
@@ -431,14 +432,14 @@ class _MlpGaussNewton:
             P = self._P(Xt, At, st, dt)
             c_o = self._cheap(P, At, st, dt)
             c_o /= ctx.n
-            free = ctx.decide(c_o, c_rng.standard_normal((len(rows), ncheap)))
+            free = ctx.decide(c_o, standard_normal(c_rng, np.empty((len(rows), ncheap))))
             undecided = np.flatnonzero(free)  # all cheap coordinates within tau: the W1 block decides
             wstep = _rows_per_chunk(max(2 * self.hd, len(self.r) * self._WITNESSES))
             cheap_all = ctx.last_c_t
             for b in range(0, len(undecided), wstep):
                 u = undecided[b:b + wstep]
                 Vt = self._vt(P[:, u])
-                xi = c_rng.standard_normal((len(u), self.hd))  # the W1 block's share of b^(c)
+                xi = standard_normal(c_rng, np.empty((len(u), self.hd)))  # the W1 block's share of b^(c)
                 if not self._shortcuts:
                     estep = _rows_per_chunk(len(self.r) * self.h + self.hd)
                     for e in range(0, len(u), estep):
@@ -743,7 +744,7 @@ def run_pidp(problem: Problem, rng: np.random.Generator, *, steps: int, rounds: 
             rows = round_idx[a:a + loop_chunk]
             fr = free[a:a + loop_chunk]
             noisy = int(len(rows) - np.count_nonzero(fr))
-            noise = step_rng.standard_normal(out=noise_buffer[:noisy]) if noisy else None
+            noise = standard_normal(step_rng, noise_buffer[:noisy]) if noisy else None
             if compiled is not None:  # the same steps in compiled stretches, cut at trace points
                 p = j = 0
                 while p < len(rows):

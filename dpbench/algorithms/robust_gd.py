@@ -98,6 +98,7 @@ import numpy as np
 from dpbench.algorithms import releases
 from dpbench.algorithms.base import MAX_STEPS, NON_PRIVATE_LEDGER, Fit, PrivacyTarget, Problem, algorithm, ledger
 from dpbench.algorithms.sgd import project_to_ball
+from dpbench.core.gaussian import normal
 from dpbench.core.ledger import Adjacency
 from dpbench.core.registry import Param
 from dpbench.models.base import Model
@@ -237,7 +238,7 @@ def robust_gd_core(
                             scale, beta)
         g /= m
         if noise_std > 0.0:
-            g = g + noise_rng.normal(0.0, noise_std, size=p)
+            g = g + normal(noise_rng, noise_std, p)
         releases.release(t, theta, g, noise_std if noise_std > 0.0 else 0.0, rate=rate, kind="noisy_statistic")
         g = g + model.reg_grad(theta)
         theta = project_to_ball(theta - lr * g, radius)

@@ -28,6 +28,7 @@ import numpy as np
 
 from dpbench.algorithms import kernels, releases
 from dpbench.algorithms.base import Problem
+from dpbench.core.gaussian import standard_normal
 
 LR_SCHEDULES = ("constant", "inverse_sqrt")
 
@@ -172,7 +173,7 @@ def run_sgd(
     for start in range(0, steps, chunk):
         k = min(chunk, steps - start)
         offsets, rows = poisson_batches(rng, n, q, k) if q < 1.0 else (None, None)
-        noise = None if noise_buffer is None else rng.standard_normal(out=noise_buffer[:k])
+        noise = None if noise_buffer is None else standard_normal(rng, noise_buffer[:k])
         lrs = learning_rates(lr, lr_schedule, np.arange(start, start + k), steps_per_epoch)
         a = 0
         while a < k:  # up to the next trace point, or the chunk's end

@@ -67,6 +67,7 @@ from dpbench.algorithms.base import Fit, FitFunction, PrivacyTarget, Problem, ba
 from dpbench.algorithms.dpsgd import fit_dpsgd, noisy_sgd_plan
 from dpbench.algorithms.gradient_perturbation import dp_gd_plan, fit_dp_gd
 from dpbench.algorithms.sgd import learning_rates, poisson_batches
+from dpbench.core.gaussian import normal, standard_normal
 from dpbench.core.ledger import Ledger
 from dpbench.models.base import Model
 from dpbench.models.linear import _GLM
@@ -396,12 +397,12 @@ def _dpsgd_loop(problem: Problem, privacies: Sequence[PrivacyTarget], rngs: Sequ
 
 
 def _standard_normal(rng: np.random.Generator, out: np.ndarray) -> None:
-    rng.standard_normal(out=out)  # `run_sgd`'s draw
+    standard_normal(rng, out)  # `run_sgd`'s draw
 
 
 def _gaussian(s: float) -> NoiseDraw:
     def draw(rng: np.random.Generator, out: np.ndarray) -> None:
-        out[...] = rng.normal(0.0, s, size=out.shape)  # = out.shape[0] calls of rng.normal(0, s, size=m)
+        out[...] = normal(rng, s, out.shape)  # = out.shape[0] calls of rng.normal(0, s, size=m)
 
     return draw
 

@@ -510,6 +510,7 @@ CELLS_CASES: list[tuple[str, str, str, str]] = [
     ("experiments/inputpert.yaml", "dp_gd", "KDDCup99", "LR"),
     ("experiments/inputpert.yaml", "dp_gd", "Adult", "LR"),
     ("experiments/inputpert.yaml", "dp_gd", "Adult", "MLP"),
+    ("experiments/inputpert.yaml", "output_perturbation_gd", "KDDCup99", "MLP"),
     ("experiments/pidp.yaml", "dpsgd", "Adult", "LR"),
 ]
 
@@ -556,9 +557,34 @@ def cells_suite(data_dir: str | None = None, repeats: int = 1, *, data=None,
     return records
 
 
+#: sizes of the noise suite's draws: one DP-SGD step on the MLP of Adult (m = 11,236), a chunk of steps
+NOISE_SIZES: tuple[int, ...] = (11_236, 1_000_000)
+
+
+def noise_suite(data_dir: str | None = None, repeats: int = 1, *, data=None,
+                sizes: tuple[int, ...] = NOISE_SIZES, min_time: float = MIN_TIME, best_of: int = BEST_OF) -> list[dict]:
+    """Standard normal draws (PCG64) into a reused buffer: numpy's `Generator.standard_normal(out=)`
+    against `dpbench.core.gaussian.standard_normal` (the same values from numba's compiled port of the
+    same ziggurat), nanoseconds a draw and the ratio. `data` and `data_dir` are unused."""
+    from dpbench.core.gaussian import standard_normal
+
+    records = []
+    for size in sizes:
+        out = np.empty(size)
+        rng = np.random.default_rng(0)
+        standard_normal(rng, out)  # compile
+        numpy_s = _per_call(lambda k: [rng.standard_normal(out=out) for _ in range(k)], min_time, best_of)
+        ours_s = _per_call(lambda k: [standard_normal(rng, out) for _ in range(k)], min_time, best_of)
+        for measure, seconds in (("numpy standard_normal", numpy_s), ("dpbench standard_normal", ours_s)):
+            records.append(_record("noise", "gaussian", "-", f"{size:,} draws, {measure}", None, size, size,
+                                   seconds=seconds, ns_per_draw=seconds / size * 1e9, ratio=numpy_s / seconds))
+    return records
+
+
 SUITES: dict[str, Callable[..., list[dict]]] = {"steps": steps_suite, "grads": grads_suite, "pidp": pidp_suite,
                                                 "fits": fits_suite, "many": many_suite,
-                                                "accounting": accounting_suite, "cells": cells_suite}
+                                                "accounting": accounting_suite, "cells": cells_suite,
+                                                "noise": noise_suite}
 
 
 def _target_text(rec: dict) -> str:

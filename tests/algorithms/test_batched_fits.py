@@ -200,4 +200,31 @@ def test_output_perturbation_batch_shares_one_descent_and_equals_the_single_fits
         assert np.array_equal(together[i].theta, alone.theta)
         assert dict(together[i].privacy) == dict(alone.privacy)
     assert REGISTRY["output_perturbation_gd"].batch_pays(models.MODELS.lookup("logreg").factory, {})
-    assert not REGISTRY["output_perturbation_gd"].batch_pays(models.MODELS.lookup("mlp").factory, {})
+    assert REGISTRY["output_perturbation_gd"].batch_pays(models.MODELS.lookup("mlp").factory, {})
+
+
+def test_output_perturbation_batch_on_the_mlp_shares_a_start_across_epoch_counts(monkeypatch):
+    """On the MLP the start comes from each replica's stream: replicas whose streams are equal (one
+    epsilon and repetition of a grid, `Cell.algorithm_rng`) share one descent across their epoch
+    counts, the others get their own; each Fit equals the single fit's."""
+    from dpbench import models
+    from dpbench.algorithms import output_perturbation as op
+    from dpbench.algorithms.base import Problem
+
+    rng = np.random.default_rng(8)
+    X = rng.uniform(-1, 1, size=(200, 4)) / 2.0
+    y = np.where(X[:, 0] + 0.3 * rng.standard_normal(200) > 0, 1.0, -1.0)
+    problem = Problem(model=models.make("mlp", n_features=4), X=X, y=y)
+    grid = [(seed, eps, epochs) for seed, eps in ((0, 0.5), (1, 2.0)) for epochs in (3, 8)]
+    privacies = [PrivacyTarget(epsilon=eps, delta=1e-5) for _, eps, _ in grid]
+    params = [{"epochs": epochs, "lr": 0.5} for _, _, epochs in grid]
+    descents = []
+    real_path = op.output_gd_path
+    monkeypatch.setattr(op, "output_gd_path", lambda *a, **k: descents.append(k["steps"]) or real_path(*a, **k))
+    together = op.fit_output_perturbation_gd_batch(problem, privacies,
+                                                   [np.random.default_rng(seed) for seed, _, _ in grid], params)
+    assert sorted(sorted(s) for s in descents) == [[3, 8], [3, 8]]  # one descent per start
+    for fit, (seed, _, _), target, hyper in zip(together, grid, privacies, params):
+        alone = op.fit_output_perturbation_gd(problem, target, np.random.default_rng(seed), **hyper)
+        np.testing.assert_allclose(fit.theta, alone.theta, rtol=1e-12, atol=1e-15)
+        assert dict(fit.privacy) == dict(alone.privacy)
