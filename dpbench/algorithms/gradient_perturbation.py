@@ -165,9 +165,14 @@ def bst14_step_sizes(schedule: str, *, lr: float | None, radius: float | None, G
     raise ValueError(f"unknown lr_schedule {schedule!r}; choose one of {', '.join(BST14_SCHEDULES)}")
 
 
-def _is_plain_glm(model: Model) -> bool:
+def plain_glm(model: Model) -> bool:
     """A generalised linear model with the base class's L2 term: the fast per-step path applies."""
     return isinstance(model, _GLM) and type(model).reg_grad is Model.reg_grad
+
+
+def bst14_chunk(p: int, chunk: int = CHUNK_STEPS) -> int:
+    """Steps whose indices and then noise `bst14_core` draws together (at most _CHUNK_FLOATS noise floats)."""
+    return max(1, min(int(chunk), _CHUNK_FLOATS // max(p, 1)))
 
 
 def bst14_core(
@@ -206,9 +211,9 @@ def bst14_core(
         raise ValueError(f"clip_norm must be > 0, got {clip_norm}")
     theta = model.init(rng) if theta0 is None else np.array(theta0, dtype=float)
     p = theta.shape[0]
-    chunk = max(1, min(int(chunk), _CHUNK_FLOATS // max(p, 1)))
+    chunk = bst14_chunk(p, chunk)
     r2 = None if radius is None else float(radius) ** 2
-    fast = _is_plain_glm(model)
+    fast = plain_glm(model)
     l2 = model.l2
     C = float(clip_norm)
     observe = releases.observed()  # build the released vectors only for a listener
@@ -288,6 +293,37 @@ def fit_noisy_sgd_bst14(
                                       minimum=0)] = 0,
 ) -> Fit:
     """BST14 noisy SGD (Alg. 1), truncated to `steps` <= n^2 steps; see the module docstring."""
+    plan = bst14_plan(problem, privacy, steps=steps, lr_schedule=lr_schedule, lr=lr, radius=radius,
+                      clip_norm=clip_norm)
+    theta, trace = bst14_core(problem, rng, steps=plan.steps_run, step_size=plan.step_size, clip_norm=plan.G,
+                              noise_std=plan.sigma, radius=plan.radius, trace_every=trace_every,
+                              on_trace=training_loss_trace(problem))
+    return bst14_fit(plan, theta, trace)
+
+
+@dataclass(frozen=True)
+class Bst14Plan:
+    """What one BST14 fit runs with (`bst14_plan`) and its ledger reports (`bst14_fit`)."""
+
+    epsilon: float
+    delta: float
+    n: int
+    G: float
+    g_source: str
+    radius: float | None
+    r_source: str
+    steps_run: int
+    steps_paper: int
+    steps_requested: int | None
+    sigma: float
+    step_size: Callable[[np.ndarray], np.ndarray]
+    lr_schedule: str
+    lr: float
+
+
+def bst14_plan(problem: Problem, privacy: PrivacyTarget, *, steps: int | None, lr_schedule: str, lr: float,
+               radius: float | None, clip_norm: float | None) -> Bst14Plan:
+    """BST14's clip G, radius, steps run (T <= n^2), noise sigma and step sizes for this problem and target."""
     eps, delta = _require_target(privacy, "noisy_sgd_bst14")
     model, n = problem.model, problem.n
     G, g_source = gradient_bound(model, clip_norm)
@@ -295,11 +331,15 @@ def fit_noisy_sgd_bst14(
     steps_paper = n * n
     steps_run = steps_paper if steps is None else min(int(steps), steps_paper)
     sigma = bst14_sigma(G, n, eps, delta)
-    p = model.n_params
-    mu = model.l2
-    step_size = bst14_step_sizes(lr_schedule, lr=lr, radius=r, G=G, p=p, sigma=sigma, mu=mu)
-    theta, trace = bst14_core(problem, rng, steps=steps_run, step_size=step_size, clip_norm=G, noise_std=sigma,
-                              radius=r, trace_every=trace_every, on_trace=training_loss_trace(problem))
+    step_size = bst14_step_sizes(lr_schedule, lr=lr, radius=r, G=G, p=model.n_params, sigma=sigma, mu=model.l2)
+    return Bst14Plan(epsilon=eps, delta=delta, n=n, G=G, g_source=g_source, radius=r, r_source=r_source,
+                     steps_run=steps_run, steps_paper=steps_paper, steps_requested=steps, sigma=sigma,
+                     step_size=step_size, lr_schedule=lr_schedule, lr=lr)
+
+
+def bst14_fit(plan: Bst14Plan, theta: np.ndarray, trace: list[dict]) -> Fit:
+    """The released theta_T with its ledger: BST14's theorem, and the Poisson approximations for comparison."""
+    eps, delta, n, G, sigma, steps_run = plan.epsilon, plan.delta, plan.n, plan.G, plan.sigma, plan.steps_run
     z = sigma / (2.0 * G)
     approx = dpsgd_epsilon_report(z, 1.0 / n, steps_run, delta)
     formulas = {
@@ -327,19 +367,19 @@ def fit_noisy_sgd_bst14(
         sampling={"kind": "uniform with replacement, one example per step", "rate": 1.0 / n},
         steps=steps_run,
         steps_run=steps_run,
-        steps_paper=steps_paper,
-        steps_requested=steps,
+        steps_paper=plan.steps_paper,
+        steps_requested=plan.steps_requested,
         noise_std_mean_gradient=sigma,
         noise_std_sum=n * sigma,
         noise_multiplier=z,
         clip_norm=G,
-        clip_source=g_source,
-        radius=r,
-        radius_source=r_source,
-        lr_schedule=lr_schedule,
-        lr=lr if lr_schedule == "constant" else None,
-        step_size_formula=formulas[lr_schedule],
-        first_step_size=float(step_size(np.array([1]))[0]) if steps_run else None,
+        clip_source=plan.g_source,
+        radius=plan.radius,
+        radius_source=plan.r_source,
+        lr_schedule=plan.lr_schedule,
+        lr=plan.lr if plan.lr_schedule == "constant" else None,
+        step_size_formula=formulas[plan.lr_schedule],
+        first_step_size=float(plan.step_size(np.array([1]))[0]) if steps_run else None,
     ))
 
 

@@ -48,15 +48,17 @@ PL) do not hold either.
 from __future__ import annotations
 
 import math
-from typing import Annotated
+from typing import Annotated, Sequence
 
 import numpy as np
 
-from dpbench.algorithms.base import MAX_EPOCHS, Fit, PrivacyTarget, Problem, algorithm, ledger
+from dpbench.algorithms.base import (MAX_EPOCHS, Fit, PrivacyTarget, Problem, algorithm, batched, hyperparameters,
+                                    ledger)
 from dpbench.core.gaussian import normal
 from dpbench.core.ledger import Adjacency
 from dpbench.core.registry import Param
 from dpbench.models.base import Model
+from dpbench.models.linear import _GLM
 from dpbench.privacy.erm import input_perturbation_variance
 
 NOISES = ("shared", "per_example")
@@ -86,9 +88,13 @@ def perturb_features(X: np.ndarray, sigma: float, noise: str,
     if not (math.isfinite(sigma) and sigma >= 0):
         raise ValueError(f"sigma must be finite and >= 0, got {sigma!r}")
     X = np.asarray(X, dtype=np.float64)
-    shape = (X.shape[1],) if noise == "shared" else X.shape
-    z = normal(rng, sigma, shape)
+    z = perturb_noise(X.shape[1] if noise == "shared" else X.shape, sigma, rng)
     return X + z, z  # (d,) broadcasts over rows
+
+
+def perturb_noise(shape: int | tuple[int, ...], sigma: float, rng: np.random.Generator) -> np.ndarray:
+    """z with i.i.d. N(0, sigma^2) entries: the one draw of [S3] Alg. 1 line 3."""
+    return normal(rng, sigma, shape)
 
 
 def input_perturbation_sigma(model: Model, n: int, privacy: PrivacyTarget, *, epochs: int, c: float,
@@ -135,19 +141,29 @@ def fit_input_perturbation(
                                       minimum=0)] = 0,
 ) -> Fit:
     model, X, y, n = problem.model, problem.X, problem.y, problem.n
-    if privacy.epsilon is None or privacy.delta is None:
-        raise ValueError("input_perturbation is a private algorithm: it needs a target epsilon and delta")
-    epochs = int(epochs)
-    sigma, strong, G, constants = input_perturbation_sigma(model, n, privacy, epochs=epochs, c=c, theorem=theorem)
-
+    sigma, strong, G, constants = _calibration(model, n, privacy, epochs, c, theorem)
     X_tilde, z = perturb_features(X, sigma, noise, rng)
     theta = model.init(rng)
     trace: list[dict] = []
-    for t in range(epochs):
+    for t in range(int(epochs)):
         theta = theta - lr * model.grad(theta, X_tilde, y)
         if trace_every and ((t + 1) % trace_every == 0 or t + 1 == epochs):
             trace.append({"step": t + 1, "train_loss": model.loss(theta, X, y)})  # clean data: L_ref
+    return _fit(model, privacy, theta, trace, z, sigma=sigma, strong=strong, G=G, constants=constants,
+                epochs=int(epochs), lr=lr, noise=noise, c=c, theorem=theorem)
 
+
+def _calibration(model: Model, n: int, privacy: PrivacyTarget, epochs: int, c: float,
+                 theorem: str) -> tuple[float, float | None, float, str]:
+    if privacy.epsilon is None or privacy.delta is None:
+        raise ValueError("input_perturbation is a private algorithm: it needs a target epsilon and delta")
+    return input_perturbation_sigma(model, n, privacy, epochs=int(epochs), c=c, theorem=theorem)
+
+
+def _fit(model: Model, privacy: PrivacyTarget, theta: np.ndarray, trace: list[dict], z: np.ndarray, *,
+         sigma: float, strong: float | None, G: float, constants: str, epochs: int, lr: float, noise: str,
+         c: float, theorem: str) -> Fit:
+    """theta_T and its ledger (claim paper-only, no epsilon: module docstring)."""
     if noise == "shared":
         noise_details = {"feature_noise_norm": float(np.linalg.norm(z))}
     else:
@@ -179,3 +195,67 @@ def fit_input_perturbation(
         lr=float(lr),
         **noise_details,
     ))
+
+
+#: rows of X a batched step multiplies at once (bounds the (rows, R) margins)
+_ROW_BLOCK = 65_536
+
+
+def _batch_pays(model_class: type, params: dict) -> bool:
+    """Replicas of a linear model with one noise vector each (noise shared) share every product with X;
+    per-example noise gives each replica its own data, and a trace asks for one loss pass per replica."""
+    return (issubclass(model_class, _GLM) and params.get("noise", "shared") == "shared"
+            and not params.get("trace_every", 0))
+
+
+@batched(fit_input_perturbation, varying=("epochs", "lr"), pays=_batch_pays)
+def fit_input_perturbation_batch(problem: Problem, privacies: Sequence[PrivacyTarget],
+                                 rngs: Sequence[np.random.Generator], params: Sequence[dict]) -> list[Fit]:
+    """Replicas of `fit_input_perturbation` on a linear model with shared noise, all R descents at once.
+
+    Replica r trains on X + 1 z_r^T. For a GLM its margins are X theta_r + (z_r . theta_r) and its
+    data gradient (1/n)[X^T s_r + z_r (1^T s_r)], s_r = phi'(margins; y): one product of X with the
+    (d x R) parameters and one of X^T with the (n x R) slopes per step serve every replica, and no
+    replica copies X. Replica r stops after its own T_r steps of its own step size. Draws: z_r from
+    rngs[r] as the single fit draws it (then `model.init`, zeros): each Fit equals the single fit's
+    up to float rounding (X theta + z . theta sums in another order than (X + z) theta). Elsewhere
+    (per-example noise, a trace, a non-linear model) the replicas run one after another."""
+    privacies, rngs = list(privacies), list(rngs)
+    hypers = [hyperparameters(fit_input_perturbation, p) for p in params]
+    if not len(privacies) == len(rngs) == len(hypers):
+        raise ValueError("a batched fit needs one privacy target, rng and hyperparameter set per replica")
+    model = problem.model
+    if not all(_batch_pays(type(model), h) for h in hypers):
+        return [fit_input_perturbation(problem, p, r, **h) for p, r, h in zip(privacies, rngs, hypers)]
+    X = np.asarray(problem.X, dtype=np.float64)
+    y = np.asarray(problem.y, dtype=np.float64)
+    n = problem.n
+    calibrations = [_calibration(model, n, p, h["epochs"], h["c"], h["theorem"]) for p, h in zip(privacies, hypers)]
+    Z = np.empty((len(rngs), X.shape[1]))
+    Theta = np.empty((len(rngs), model.n_params))
+    for r, (rng, (sigma, *_)) in enumerate(zip(rngs, calibrations)):
+        Z[r] = perturb_noise(X.shape[1], sigma, rng)
+        Theta[r] = model.init(rng)
+    steps = np.array([int(h["epochs"]) for h in hypers])
+    lrs = np.array([float(h["lr"]) for h in hypers])
+    for t in range(int(steps.max())):
+        active = np.flatnonzero(steps > t)
+        Th, Zr = Theta[active], Z[active]
+        offsets = np.einsum("rd,rd->r", Zr, Th)
+        G = np.zeros_like(Th)
+        slope_sums = np.zeros(len(active))
+        for a in range(0, n, _ROW_BLOCK):
+            Xb = X[a:a + _ROW_BLOCK]
+            S = model._dphi(Xb @ Th.T + offsets, y[a:a + _ROW_BLOCK, None])
+            G += S.T @ Xb
+            slope_sums += S.sum(axis=0)
+        G += Zr * slope_sums[:, None]
+        G /= n
+        G += model.reg_grad(Th)
+        Theta[active] = Th - lrs[active, None] * G
+    fits = []
+    for r, (p, h, (sigma, strong, G_, constants)) in enumerate(zip(privacies, hypers, calibrations)):
+        fits.append(_fit(model, p, Theta[r].copy(), [], Z[r], sigma=sigma, strong=strong, G=G_,
+                         constants=constants, epochs=int(h["epochs"]), lr=h["lr"], noise=h["noise"], c=h["c"],
+                         theorem=h["theorem"]))
+    return fits

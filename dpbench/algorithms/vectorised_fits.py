@@ -65,7 +65,8 @@ import numpy as np
 from dpbench.algorithms import kernels, releases
 from dpbench.algorithms.base import Fit, FitFunction, PrivacyTarget, Problem, batched, hyperparameters, vectorised
 from dpbench.algorithms.dpsgd import fit_dpsgd, noisy_sgd_plan
-from dpbench.algorithms.gradient_perturbation import dp_gd_plan, fit_dp_gd
+from dpbench.algorithms.gradient_perturbation import (Bst14Plan, bst14_chunk, bst14_fit, bst14_plan, dp_gd_plan,
+                                                      fit_dp_gd, fit_noisy_sgd_bst14, plain_glm)
 from dpbench.algorithms.sgd import learning_rates, poisson_batches
 from dpbench.core.gaussian import normal, standard_normal
 from dpbench.core.ledger import Ledger
@@ -489,6 +490,96 @@ def fit_dp_gd_many(problem: Problem, privacy: PrivacyTarget, rngs: Sequence[np.r
     return _many(fit_dp_gd, _dp_gd_loop, problem, privacy, rngs, hyper)
 
 
+# ---------------------------------------------------------------------------------------------
+# BST14: one sampled row per step, R replicas at once
+# ---------------------------------------------------------------------------------------------
+def _bst14_block(problem: Problem, plan: Bst14Plan, rngs: Sequence[np.random.Generator]) -> np.ndarray:
+    """(R, m) final iterates of `gradient_perturbation.bst14_core` for R replicas of a plain GLM.
+
+    Each replica draws what the single fit draws, in its order: the model's init, then per chunk
+    (`bst14_chunk`) its k row indices and its (k, m) noise. Step t, for every replica r at once:
+    s_r = phi'(x_{i_rt} . theta_r; y), clipped to |s_r| ||x_{i_rt}|| <= G; theta_r <- theta_r (1 - eta_t
+    l2) - eta_t s_r x_{i_rt} - eta_t b_rt; then the projection on the ball of radius r."""
+    model = problem.model
+    X = np.asarray(problem.X, dtype=np.float64)
+    y = np.asarray(problem.y, dtype=np.float64)
+    n = problem.n
+    Theta = np.stack([np.asarray(model.init(rng), dtype=np.float64) for rng in rngs])
+    R, p = Theta.shape
+    xnorm = np.sqrt(np.einsum("ij,ij->i", X, X))
+    C, l2, sigma = float(plan.G), model.l2, plan.sigma
+    r2 = None if plan.radius is None else float(plan.radius) ** 2
+    chunk = bst14_chunk(p)
+    observe = releases.observed()
+    done = 0
+    while done < plan.steps_run:
+        k = min(chunk, plan.steps_run - done)
+        idx = np.empty((R, k), dtype=np.int64)
+        noise = np.empty((R, k, p)) if sigma > 0.0 else None
+        for r, rng in enumerate(rngs):
+            idx[r] = rng.integers(0, n, size=k)
+            if noise is not None:
+                noise[r] = normal(rng, sigma, (k, p))
+        eta = np.asarray(plan.step_size(np.arange(done + 1, done + k + 1)), dtype=float)
+        for j in range(k):
+            e = float(eta[j])
+            rows = idx[:, j]
+            x = X[rows]
+            s = model._dphi(np.einsum("rp,rp->r", x, Theta), y[rows])
+            norm = np.abs(s) * xnorm[rows]
+            coef = s.copy()
+            big = norm > C
+            coef[big] = s[big] * (C / norm[big])  # min(1, C/||g||) as the single fit's step
+            theta_t = Theta
+            Theta = Theta * (1.0 - e * l2) - (e * coef)[:, None] * x
+            if observe:
+                g = coef[:, None] * x
+                releases.release(done + j + 1, theta_t, g if noise is None else g + noise[:, j], sigma, rate=1.0 / n,
+                                 clip_norm=C)
+            if noise is not None:
+                Theta -= noise[:, j] * e
+            if r2 is not None:
+                sq = np.einsum("rp,rp->r", Theta, Theta)
+                over = sq > r2
+                if over.any():
+                    Theta[over] *= np.sqrt(r2 / sq[over])[:, None]
+        done += k
+    return Theta
+
+
+@vectorised(fit_noisy_sgd_bst14)
+def fit_noisy_sgd_bst14_many(problem: Problem, privacy: PrivacyTarget, rngs: Sequence[np.random.Generator],
+                             **hyper: Any) -> list[Fit]:
+    """R trainings of BST14 noisy SGD (`gradient_perturbation.fit_noisy_sgd_bst14`, Bassily-Smith-Thakurta
+    2014 Alg. 1) as one loop over the steps, each step one numpy pass over the R replicas' sampled rows
+    (`_bst14_block`); replicas in blocks whose drawn noise stays within `DRAW_BYTES`, their releases
+    stacked per step. The fallback (module docstring) for a model other than a plain GLM or trace_every > 0."""
+    h = hyperparameters(fit_noisy_sgd_bst14, hyper)
+    rngs = list(rngs)
+    if not rngs:
+        return []
+    if not plain_glm(problem.model) or h["trace_every"]:
+        return one_at_a_time(fit_noisy_sgd_bst14, problem, privacy, rngs, h)
+    plan = bst14_plan(problem, privacy, steps=h["steps"], lr_schedule=h["lr_schedule"], lr=h["lr"],
+                      radius=h["radius"], clip_norm=h["clip_norm"])
+    per_replica = min(bst14_chunk(problem.model.n_params), plan.steps_run) * problem.model.n_params * 8
+    block = max(1, min(len(rngs), DRAW_BYTES // max(per_replica, 1)))
+    Theta = np.empty((len(rngs), problem.model.n_params))
+    observe = releases.observed()
+    groups: list[list[releases.Release]] = []
+    for a in range(0, len(rngs), block):
+        b = min(len(rngs), a + block)
+        if observe and block < len(rngs):
+            groups.append([])
+            with releases.observing(_collecting(groups[-1])):
+                Theta[a:b] = _bst14_block(problem, plan, rngs[a:b])
+        else:
+            Theta[a:b] = _bst14_block(problem, plan, rngs[a:b])
+    if groups:
+        _emit_stacked(groups)
+    return [bst14_fit(plan, Theta[r].copy(), []) for r in range(len(rngs))]
+
+
 @batched(fit_dpsgd, varying=VARYING, pays=_dpsgd_pays)
 def fit_dpsgd_batch(problem: Problem, privacies: Sequence[PrivacyTarget], rngs: Sequence[np.random.Generator],
                     params: Sequence[dict[str, Any]]) -> list[Fit]:
@@ -509,5 +600,5 @@ def fit_dp_gd_batch(problem: Problem, privacies: Sequence[PrivacyTarget], rngs: 
 
 
 __all__ = ["DRAW_BYTES", "NOISE_STEPS", "StepRule", "TILE_ELEMENTS", "VARYING", "batch_hyperparameters",
-           "fit_dp_gd_batch", "fit_dp_gd_many", "fit_dpsgd_batch", "fit_dpsgd_many",
+           "fit_dp_gd_batch", "fit_dp_gd_many", "fit_dpsgd_batch", "fit_dpsgd_many", "fit_noisy_sgd_bst14_many",
            "one_at_a_time", "run_many", "vectorisable", "vectorisable_class"]

@@ -511,6 +511,8 @@ CELLS_CASES: list[tuple[str, str, str, str]] = [
     ("experiments/inputpert.yaml", "dp_gd", "Adult", "LR"),
     ("experiments/inputpert.yaml", "dp_gd", "Adult", "MLP"),
     ("experiments/inputpert.yaml", "output_perturbation_gd", "KDDCup99", "MLP"),
+    ("experiments/inputpert.yaml", "input_perturbation", "KDDCup99", "LR"),
+    ("experiments/inputpert.yaml", "input_perturbation", "Adult", "LR"),
     ("experiments/pidp.yaml", "dpsgd", "Adult", "LR"),
 ]
 
@@ -581,10 +583,57 @@ def noise_suite(data_dir: str | None = None, repeats: int = 1, *, data=None,
     return records
 
 
+#: (rows, features = hidden width) of the replicas suite: paper 003's KDDCup99 MLP (42,000 training rows, d = h = 117)
+REPLICA_SHAPE: tuple[int, int] = (42_000, 117)
+#: replicas stacked into one product in the replicas suite
+REPLICA_COUNTS: tuple[int, ...] = (4, 16)
+
+
+def replicas_suite(data_dir: str | None = None, repeats: int = 1, *, data=None,
+                   shape: tuple[int, int] = REPLICA_SHAPE, counts: tuple[int, ...] = REPLICA_COUNTS,
+                   best_of: int = BEST_OF) -> list[dict]:
+    """What batching the MLP's full-batch families over replicas could gain at most: one replica's
+    gradient pass (`MLP.loss_and_grad`, the path the fits take) against R replicas' forward and
+    backward products stacked into one (X W^T for all R hidden layers at once, tanh, then the
+    transposed product), in GFLOP/s of the 4 n d h flops a replica's two products need. The stacked
+    passes leave out everything else a gradient needs, so their ratio bounds the gain from above.
+    Random data of paper 003's KDDCup99 shape; `data` and `data_dir` are unused."""
+    from dpbench.models.mlp import MLP
+
+    n, d = shape
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, d))
+    y = np.where(rng.normal(size=n) > 0, 1.0, -1.0)
+    model = MLP(d)
+    theta = model.init(rng)
+    model.loss_and_grad(theta, X, y)
+    flops = 4.0 * n * d * model.hidden
+    single = _timed(lambda: model.loss_and_grad(theta, X, y), max(best_of, repeats))
+    records = [_record("replicas", "mlp full batch", "mlp", "1 replica, loss_and_grad", None, n, model.n_params,
+                       seconds=single, gflops=flops / single / 1e9, ratio=1.0)]
+    rows = 2048
+    for count in counts:
+        W = rng.normal(size=(d, count * model.hidden)) * 0.1
+
+        def stacked() -> None:
+            for a in range(0, n, rows):
+                Xb = X[a:a + rows]
+                Z = Xb @ W
+                np.tanh(Z, out=Z)
+                Z.T @ Xb
+
+        stacked()
+        seconds = _timed(stacked, max(best_of, repeats)) / count
+        records.append(_record("replicas", "mlp full batch", "mlp", f"{count} replicas stacked, products and tanh only",
+                               None, n, model.n_params, seconds=seconds, gflops=flops / seconds / 1e9,
+                               ratio=single / seconds))
+    return records
+
+
 SUITES: dict[str, Callable[..., list[dict]]] = {"steps": steps_suite, "grads": grads_suite, "pidp": pidp_suite,
                                                 "fits": fits_suite, "many": many_suite,
                                                 "accounting": accounting_suite, "cells": cells_suite,
-                                                "noise": noise_suite}
+                                                "noise": noise_suite, "replicas": replicas_suite}
 
 
 def _target_text(rec: dict) -> str:
@@ -607,8 +656,8 @@ def format_table(records: list[dict]) -> str:
         df["batch_size"] = [("" if b is None or (isinstance(b, float) and math.isnan(b)) else f"{float(b):g}")
                             for b in df["batch_size"]]
     cols = [c for c in ("suite", "algorithm", "model", "measure", "path", "mode", "batch_size", "n_params", "steps",
-                        "seconds", "seconds_repeat", "examples_per_s", "fits_per_s", "cells_per_s", "ratio", "noise_multiplier",
-                        "target", "note") if c in df]
+                        "seconds", "seconds_repeat", "examples_per_s", "fits_per_s", "cells_per_s", "ns_per_draw", "gflops",
+                        "ratio", "noise_multiplier", "target", "note") if c in df]
     with pd.option_context("display.width", 200, "display.max_rows", 1000, "display.max_colwidth", 40,
                            "display.float_format", lambda v: f"{v:,.4g}"):
         return df[cols].to_string(index=False, na_rep="")

@@ -244,6 +244,33 @@ def run_cell(cell: Cell, context: CellContext = CellContext()) -> dict:
 
 #: most cells one batched fit takes (its parameters and per-replica draws grow with it)
 BATCH_CELLS = 64
+#: the share of the machine's physical memory that the replicas of the batched fits may hold, all
+#: workers together (one batched fit per core at most): a batch larger than its part runs as several fits
+BATCH_MEMORY_SHARE = 0.25
+#: rows of the per-row working arrays a replica holds at once (margins, activations: the twins' row blocks)
+_REPLICA_ROWS = 65_536
+
+
+def replica_bytes(n_rows: int, n_params: int) -> int:
+    """Bytes one replica of a batched fit holds beyond what the batch shares (the data, and the
+    activations of a descent the twin runs for one start at a time): its parameters, gradient and
+    two work vectors, its result (5 m floats), and one float a row of a row block (its margins).
+    An upper bound for the twins of `dpbench.algorithms`."""
+    return 8 * (5 * int(n_params) + min(int(n_rows), _REPLICA_ROWS))
+
+
+def replicas_per_fit(n_rows: int, n_params: int, *, memory: int | None = None,
+                     workers: int | None = None) -> int:
+    """How many replicas one batched fit may hold: `BATCH_MEMORY_SHARE` of `memory` (default: the
+    machine's physical memory) split among `workers` (default: the CPU count), divided by
+    `replica_bytes`; at least 1, at most `BATCH_CELLS`."""
+    import os
+
+    if memory is None:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    workers = max(1, workers or os.cpu_count() or 1)
+    allowed = BATCH_MEMORY_SHARE * memory / workers
+    return int(max(1, min(BATCH_CELLS, allowed // replica_bytes(n_rows, n_params))))
 
 
 def batch_key(cell: Cell) -> tuple | None:
@@ -272,7 +299,8 @@ def run_cells(cells: list[Cell], context: CellContext = CellContext()) -> list[d
     Each cell keeps its own randomness (`Cell.algorithm_rng`) and privacy target; the batched
     twin draws for replica r exactly what the single fit of cell r draws, so every record equals
     `run_cell`'s up to floating-point rounding (sums over replicas are taken in another order).
-    The group's fit time is shared equally among its cells.
+    The cells run as fits of at most `replicas_per_fit` replicas each (the memory bound); a fit's
+    time is shared equally among its cells.
     """
     keys = {batch_key(c) for c in cells}
     if len(keys) != 1 or None in keys:
@@ -280,11 +308,18 @@ def run_cells(cells: list[Cell], context: CellContext = CellContext()) -> list[d
     shared = _prepare(cells[0], context)
     targets = [_target(c, shared) for c in cells]
     lstar = optimum(cells[0], shared.problem, context)
-    started = time.perf_counter()
-    fits = shared.info.fit_batch(shared.problem, targets, [c.algorithm_rng() for c in cells], [dict(c.params) for c in cells])
-    fit_seconds = (time.perf_counter() - started) / len(cells)
+    problem = shared.problem
+    size = replicas_per_fit(problem.n, problem.model.n_params)
+    records = []
+    for a in range(0, len(cells), size):
+        part, part_targets = cells[a:a + size], targets[a:a + size]
+        started = time.perf_counter()
+        fits = shared.info.fit_batch(problem, part_targets, [c.algorithm_rng() for c in part],
+                                     [dict(c.params) for c in part])
+        fit_seconds = (time.perf_counter() - started) / len(part)
+        records += [_record(c, shared, t, fit, fit_seconds, lstar, context) for c, t, fit in zip(part, part_targets, fits)]
     save_privacy_memo(context)
-    return [_record(c, shared, target, fit, fit_seconds, lstar, context) for c, target, fit in zip(cells, targets, fits)]
+    return records
 
 
 def _record(cell: Cell, shared: _Prepared, target, fit, fit_seconds: float, lstar: float,

@@ -228,3 +228,44 @@ def test_output_perturbation_batch_on_the_mlp_shares_a_start_across_epoch_counts
         alone = op.fit_output_perturbation_gd(problem, target, np.random.default_rng(seed), **hyper)
         np.testing.assert_allclose(fit.theta, alone.theta, rtol=1e-12, atol=1e-15)
         assert dict(fit.privacy) == dict(alone.privacy)
+
+
+@pytest.mark.parametrize("model_name", ["logreg", "ridge"])
+def test_input_perturbation_batch_equals_the_single_fits(model_name):
+    """Replicas over epsilons, epoch counts and step sizes with shared noise: one product of X with
+    the replicas' parameters per step, each Fit the single fit's up to float rounding."""
+    from dpbench import models
+    from dpbench.algorithms import input_perturbation as ip
+    from dpbench.algorithms.base import Problem
+
+    rng = np.random.default_rng(4)
+    X = rng.uniform(-1, 1, size=(400, 6)) / 3.0
+    y = (np.where(X @ rng.normal(size=6) > 0, 1.0, -1.0) if model_name == "logreg"
+         else X @ rng.normal(size=6) + 0.1 * rng.normal(size=400))
+    problem = Problem(model=models.make(model_name, n_features=6), X=X, y=y)
+    grid = [(eps, epochs, lr) for eps in (0.5, 2.0) for epochs in (3, 10) for lr in (0.5, 1.0)]
+    privacies = [PrivacyTarget(epsilon=eps, delta=1e-5) for eps, _, _ in grid]
+    params = [{"epochs": epochs, "lr": lr, "theorem": "pl"} for _, epochs, lr in grid]
+    together = ip.fit_input_perturbation_batch(problem, privacies, [np.random.default_rng(i) for i in range(8)], params)
+    for i, (target, hyper) in enumerate(zip(privacies, params)):
+        alone = ip.fit_input_perturbation(problem, target, np.random.default_rng(i), **hyper)
+        np.testing.assert_allclose(together[i].theta, alone.theta, rtol=1e-9, atol=1e-12)
+        assert dict(together[i].privacy) == dict(alone.privacy)
+    pays = REGISTRY["input_perturbation"].batch_pays
+    assert pays(models.MODELS.lookup(model_name).factory, {"epochs": 10})
+    assert not pays(models.MODELS.lookup(model_name).factory, {"noise": "per_example"})
+    assert not pays(models.MODELS.lookup(model_name).factory, {"trace_every": 5})
+    assert not pays(models.MODELS.lookup("mlp").factory, {})
+
+
+def test_input_perturbation_batch_without_a_shared_product_runs_the_single_fits():
+    from dpbench.algorithms import input_perturbation as ip
+    from tests.problems import logistic_problem
+
+    problem = logistic_problem(n=120, d=4, seed=1)
+    privacies = [PrivacyTarget(epsilon=1.0, delta=1e-5)] * 2
+    params = [{"epochs": 4, "noise": "per_example", "theorem": "pl"}] * 2
+    together = ip.fit_input_perturbation_batch(problem, privacies, [np.random.default_rng(i) for i in range(2)], params)
+    for i in range(2):
+        alone = ip.fit_input_perturbation(problem, privacies[i], np.random.default_rng(i), **params[i])
+        np.testing.assert_array_equal(together[i].theta, alone.theta)

@@ -70,6 +70,7 @@ def logreg():
 def test_twins_are_registered():
     assert REGISTRY["dpsgd"].fit_many is vf.fit_dpsgd_many
     assert REGISTRY["dp_gd"].fit_many is vf.fit_dp_gd_many
+    assert REGISTRY["noisy_sgd_bst14"].fit_many is vf.fit_noisy_sgd_bst14_many
 
 
 DPSGD_CASES = {
@@ -113,6 +114,31 @@ def test_dp_gd_many_equals_single_fits(logreg, radius, monkeypatch):
     monkeypatch.setattr(vf, "NOISE_STEPS", 4)  # 10 steps: noise drawn in pieces of 4, 4, 2
     monkeypatch.setattr(vf, "DRAW_BYTES", 2 * 4 * 5 * 8)  # 2 replicas per block
     assert_equivalent(*run_both("dp_gd", logreg, dict(epochs=10, lr=2.0, clip_norm=0.5, radius=radius)))
+
+
+BST14_CASES = {
+    "convex schedule, binding radius": dict(steps=40, radius=0.3),
+    "constant step, no clipping bound hit": dict(steps=25, lr_schedule="constant", lr=0.5, clip_norm=5.0),
+}
+
+
+@pytest.mark.parametrize("case", BST14_CASES)
+def test_bst14_many_equals_single_fits(logreg, case):
+    out = run_both("noisy_sgd_bst14", logreg, BST14_CASES[case])
+    assert_equivalent(*out)
+    if "radius" in BST14_CASES[case]:  # the projection binds, so it is exercised
+        assert any(np.isclose(np.linalg.norm(t), 0.3) for _, t, *_ in out[1][0])
+
+
+def test_bst14_many_ridge_across_chunks_and_blocks(monkeypatch):
+    """Chunks of 3 steps (the last one short) and 2 replicas a block, releases stacked per step."""
+    from dpbench.algorithms import gradient_perturbation as gp
+
+    monkeypatch.setattr(gp, "_CHUNK_FLOATS", 3 * 5)  # chunks of 3 steps of 5 noise floats, both paths
+    monkeypatch.setattr(vf, "DRAW_BYTES", 2 * 3 * 5 * 8)
+    out = run_both("noisy_sgd_bst14", ridge_problem(), dict(steps=8, radius=2.0, clip_norm=1.0))
+    assert len(out[3]) == 8
+    assert_equivalent(*out)
 
 
 def test_fallback_for_other_models_and_traces(logreg):

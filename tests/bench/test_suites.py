@@ -170,3 +170,21 @@ def test_cells_suite_times_a_batch_both_ways_and_says_where_cells_run_alone(tmp_
     assert together["ratio"] == pytest.approx(alone["seconds"] / together["seconds"])
     assert together["cells_per_s"] == pytest.approx(4 / together["seconds"])
     assert dpsgd["error"] == "no batch" and "runs alone" in dpsgd["measure"]
+
+
+def test_noise_suite_times_both_draws_of_the_same_values():
+    records = bench.noise_suite(sizes=(4096,), min_time=0.001, best_of=1)
+    assert [r["measure"] for r in records] == ["4,096 draws, numpy standard_normal", "4,096 draws, dpbench standard_normal"]
+    assert all(r["ns_per_draw"] > 0 and r["seconds"] > 0 for r in records)
+    assert records[0]["ratio"] == 1.0 and records[1]["ratio"] == records[0]["seconds"] / records[1]["seconds"]
+    assert "ns_per_draw" in bench.format_table(records).splitlines()[0]
+
+
+def test_replicas_suite_reports_gflops_against_one_replica():
+    records = bench.replicas_suite(shape=(3000, 20), counts=(2,), best_of=1)
+    assert [r["measure"] for r in records] == ["1 replica, loss_and_grad", "2 replicas stacked, products and tanh only"]
+    flops = 4.0 * 3000 * 20 * 20
+    for r in records:
+        assert np.isclose(r["gflops"], flops / r["seconds"] / 1e9)
+    assert np.isclose(records[1]["ratio"], records[0]["seconds"] / records[1]["seconds"])
+    assert {"noise", "replicas", "cells"} <= set(bench.SUITES)

@@ -71,3 +71,35 @@ def test_cells_of_different_batches_are_refused(cells, data_dir, tmp_path):
     groups = [g for k, g in _groups(cells).items() if k is not None]
     with pytest.raises(ValueError, match="one batch"):
         run_cells([groups[0][0], groups[1][0]], CellContext(data_dir=str(data_dir), cache_dir=str(tmp_path)))
+
+
+def test_replicas_per_fit_keeps_a_batch_within_its_share_of_memory():
+    from dpbench.run.cells import BATCH_CELLS, BATCH_MEMORY_SHARE, replica_bytes, replicas_per_fit
+
+    per_replica = replica_bytes(42_000, 13_924)
+    assert per_replica == 8 * (5 * 13_924 + 42_000)
+    assert replicas_per_fit(42_000, 13_924, memory=64 << 30, workers=2) == BATCH_CELLS  # plenty: the cap
+    memory = 10 * per_replica * 2 / BATCH_MEMORY_SHARE  # room for 10 replicas a worker, 2 workers
+    assert replicas_per_fit(42_000, 13_924, memory=int(memory) + 1, workers=2) == 10
+    assert replicas_per_fit(10**9, 10**9, memory=1 << 30, workers=16) == 1  # never fewer than one
+
+
+def test_a_batch_over_its_memory_runs_as_several_fits_with_the_same_records(cells, data_dir, tmp_path, monkeypatch):
+    from dpbench.run import cells as cells_module
+
+    context = CellContext(data_dir=str(data_dir), cache_dir=str(tmp_path))
+    batch = next(g for k, g in _groups(cells).items() if k is not None)
+    prepare_optimum(batch[0], context)
+    whole = run_cells(batch, context)
+    sizes = []
+    real = cells_module.replicas_per_fit
+    monkeypatch.setattr(cells_module, "replicas_per_fit", lambda *a, **k: sizes.append(real(*a, **k)) or 3)
+    parts = run_cells(batch, context)
+    assert len(batch) == 4 and sizes == [cells_module.BATCH_CELLS]  # the real bound: room for all
+    assert [r["key"] for r in parts] == [c.key for c in batch]
+    # forced to 3: two fits, each sharing its own time among its cells
+    assert len({r["fit_seconds"] for r in parts[:3]}) == 1 and parts[3]["fit_seconds"] != parts[0]["fit_seconds"]
+    for a, b in zip(whole, parts):
+        assert a["privacy"] == b["privacy"]
+        for name, value in a["metrics"].items():
+            assert np.isclose(b["metrics"][name], value, rtol=1e-9, atol=1e-12)
