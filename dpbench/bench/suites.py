@@ -412,7 +412,9 @@ MANY_FITS = 1_000  # `many`: trainings per timing
 #: (algorithm, hyperparameters) timed by the `many` suite (an audit's setting: 400 rows, 31 features)
 MANY_CASES: list[tuple[str, dict]] = [
     ("dpsgd", {"epochs": 20.0, "batch_size": 200.0, "clip_norm": 0.1, "lr": 0.5}),
+    ("dpsgd", {"epochs": 1.0, "batch_size": 1.0, "clip_norm": 0.1, "lr": 0.5}),
     ("dp_gd", {"epochs": 20, "clip_norm": 0.1}),
+    ("noisy_sgd_bst14", {"steps": 1000, "radius": 10.0}),
 ]
 
 
