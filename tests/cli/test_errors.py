@@ -83,7 +83,7 @@ def test_help_nits():
     results_line = run_help[run_help.index("--results"):run_help.index("-h, --help")]
     assert results_line.count("default") == 1
     bench_help = _run(["bench", "--help"]).output
-    assert "[steps|grads|pidp|fits|many|accounting|cells]" in bench_help
+    assert "[steps|grads|pidp|fits|many|accounting|cells|noise|replicas]" in bench_help
     epsilon_help = _run(["privacy", "epsilon", "--help"]).output
     delta_line = epsilon_help[epsilon_help.index("--delta"):epsilon_help.index("-q, --sampling-rate")]
     assert "target delta" in delta_line
