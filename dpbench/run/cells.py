@@ -11,6 +11,7 @@ runner only sees `Cell.key` and calls `run_cell`.
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -254,9 +255,9 @@ _REPLICA_ROWS = 65_536
 def replica_bytes(n_rows: int, n_params: int) -> int:
     """Bytes one replica of a batched fit holds beyond what the batch shares (the data, and the
     activations of a descent the twin runs for one start at a time): its parameters, gradient and
-    two work vectors, its result (5 m floats), and one float a row of a row block (its margins).
-    An upper bound for the twins of `dpbench.algorithms`."""
-    return 8 * (5 * int(n_params) + min(int(n_rows), _REPLICA_ROWS))
+    two work vectors, its result (5 m floats), and two floats a row of a row block (its margins and
+    their loss slopes). An upper bound for the twins of `dpbench.algorithms`."""
+    return 8 * (5 * int(n_params) + 2 * min(int(n_rows), _REPLICA_ROWS))
 
 
 def replicas_per_fit(n_rows: int, n_params: int, *, memory: int | None = None,
@@ -264,8 +265,6 @@ def replicas_per_fit(n_rows: int, n_params: int, *, memory: int | None = None,
     """How many replicas one batched fit may hold: `BATCH_MEMORY_SHARE` of `memory` (default: the
     machine's physical memory) split among `workers` (default: the CPU count), divided by
     `replica_bytes`; at least 1, at most `BATCH_CELLS`."""
-    import os
-
     if memory is None:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     workers = max(1, workers or os.cpu_count() or 1)

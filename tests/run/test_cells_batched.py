@@ -77,7 +77,7 @@ def test_replicas_per_fit_keeps_a_batch_within_its_share_of_memory():
     from dpbench.run.cells import BATCH_CELLS, BATCH_MEMORY_SHARE, replica_bytes, replicas_per_fit
 
     per_replica = replica_bytes(42_000, 13_924)
-    assert per_replica == 8 * (5 * 13_924 + 42_000)
+    assert per_replica == 8 * (5 * 13_924 + 2 * 42_000)
     assert replicas_per_fit(42_000, 13_924, memory=64 << 30, workers=2) == BATCH_CELLS  # plenty: the cap
     memory = 10 * per_replica * 2 / BATCH_MEMORY_SHARE  # room for 10 replicas a worker, 2 workers
     assert replicas_per_fit(42_000, 13_924, memory=int(memory) + 1, workers=2) == 10
