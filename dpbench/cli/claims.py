@@ -9,12 +9,19 @@ import click
 from dpbench.cli.options import load_spec
 
 
-def verdict_counts(verdicts: list) -> str:
-    """How many claims each verdict has: "2 reproduced, 0 contradicted, 1 inconclusive, 0 no data"."""
+def _counts(verdicts: list) -> dict[str, int]:
     counts: dict[str, int] = {}
     for v in verdicts:
         counts[v.verdict] = counts.get(v.verdict, 0) + 1
-    return ", ".join(f"{counts.get(k, 0)} {k}" for k in ("reproduced", "contradicted", "inconclusive", "no data"))
+    return counts
+
+
+def verdict_counts(verdicts: list) -> str:
+    """How many claims each verdict has: "2 reproduced, 0 contradicted, 1 inconclusive, 0 no data"."""
+    from dpbench.analysis.claims import VERDICT_ORDER
+
+    counts = _counts(verdicts)
+    return ", ".join(f"{counts.get(k, 0)} {k}" for k in VERDICT_ORDER)
 
 
 @click.command()
@@ -27,7 +34,11 @@ def verdict_counts(verdicts: list) -> str:
 @click.option("--readme", default=None, type=click.Path(exists=True, dir_okay=False),
               help="also write each table into this Markdown file (e.g. docs/papers/<experiment>.md) between "
                    "<!-- claims:NAME --> and <!-- /claims:NAME -->")
-def claims(spec, profile, results, markdown, readme) -> None:
+@click.option("--summary", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="also write the verdict counts of every SPEC given, one row each, into this Markdown file "
+                   "(e.g. docs/reference/claims-inventory.md) between <!-- claims:summary --> and "
+                   "<!-- /claims:summary -->")
+def claims(spec, profile, results, markdown, readme, summary) -> None:
     """Verdicts of each experiment's `claims:` block: reproduced, contradicted or inconclusive.
 
     Every claim (a sentence of a paper or of the docs about a figure) is tested with paired
@@ -42,12 +53,14 @@ def claims(spec, profile, results, markdown, readme) -> None:
     from dpbench.core.store import atomic_write_text
     from dpbench.experiment import verdicts as verdicts_mod
 
+    counts: dict[str, dict[str, int]] = {}
     for path in spec:
         exp = load_spec(path, profile)
         if not exp.claims:
             click.echo(f"{exp.name} [{exp.profile}]: no claims")
             continue
         verdicts = verdicts_mod.claim_verdicts(exp, results)
+        counts[exp.name] = _counts(verdicts)
         written = verdicts_mod.write_claims(exp, verdicts, results)
         click.echo(f"== {exp.name} [{exp.profile}]: {len(verdicts)} claims: {verdict_counts(verdicts)}")
         if markdown:
@@ -66,3 +79,11 @@ def claims(spec, profile, results, markdown, readme) -> None:
                 raise click.UsageError(f"--readme {readme}: {exc}") from None
             atomic_write_text(readme, text)
             click.echo(f"written: the {exp.name} table of {readme}")
+    if summary:
+        text = Path(summary).read_text(encoding="utf-8")
+        try:
+            text = claims_mod.fill_readme(text, claims_mod.SUMMARY_BLOCK, claims_mod.summary_markdown(counts))
+        except ValueError as exc:
+            raise click.UsageError(f"--summary {summary}: {exc}") from None
+        atomic_write_text(summary, text)
+        click.echo(f"written: the verdict counts of {len(counts)} experiments in {summary}")

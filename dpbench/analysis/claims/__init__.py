@@ -18,7 +18,8 @@ from dpbench.analysis.claims.kinds import CLAIM_KINDS, ClaimKind, Field, Reading
 from dpbench.analysis.claims.parse import claim_keys, parse_claims
 from dpbench.analysis.claims.points import POINT_COLUMNS, per_seed_points
 from dpbench.analysis.claims.stats import ALPHA, MAX_SEEDS, POWER, SubTest, holm, seeds_needed
-from dpbench.analysis.claims.tables import fill_readme, markdown, readme_block, table
+from dpbench.analysis.claims.tables import (SUMMARY_BLOCK, VERDICT_ORDER, fill_readme, markdown, readme_block,
+                                            summary_markdown, table)
 from dpbench.analysis.claims.verdicts import VERDICTS, Verdict, check_points, evaluate, significant_points
 
 _holm = holm
@@ -27,4 +28,4 @@ _seeds_needed = seeds_needed
 __all__ = ["ALPHA", "AXES", "CLAIM_KINDS", "Claim", "ClaimKind", "Field", "MAX_SEEDS", "POINT_COLUMNS", "POWER",
            "Reading", "SubTest", "VERDICTS", "Verdict", "check_points", "claim_keys", "claim_kind", "evaluate",
            "fill_readme", "holm", "markdown", "parse_claims", "per_seed_points", "readme_block", "seeds_needed",
-           "significant_points", "table"]
+           "significant_points", "SUMMARY_BLOCK", "summary_markdown", "table", "VERDICT_ORDER"]

@@ -38,6 +38,23 @@ def markdown(verdicts: list[Verdict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: every verdict a claim can get, in the order counts and summaries list them
+VERDICT_ORDER = ("reproduced", "contradicted", "inconclusive", "no data")
+#: the block name of the summary table (`summary_markdown`) in a Markdown file
+SUMMARY_BLOCK = "summary"
+
+
+def summary_markdown(counts: dict[str, dict[str, int]]) -> str:
+    """The verdict counts of several experiments (name -> verdict -> claims), one row each in the
+    given order; verdicts no claim has are columns only while some experiment has them."""
+    shown = [v for v in VERDICT_ORDER if v != "no data" or any(c.get(v) for c in counts.values())]
+    lines = ["| experiment | claims | " + " | ".join(shown) + " |", "|---" * (2 + len(shown)) + "|"]
+    for name, by_verdict in counts.items():
+        cells = [str(by_verdict.get(v, 0)) for v in shown]
+        lines.append(f"| {name} | {sum(by_verdict.values())} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def readme_block(name: str) -> tuple[str, str]:
     """The markers between which a Markdown file carries experiment `name`'s generated claims table."""
     return f"<!-- claims:{name} -->", f"<!-- /claims:{name} -->"
@@ -53,4 +70,4 @@ def fill_readme(text: str, name: str, table_markdown: str) -> str:
     return text[:i + len(start)] + "\n" + table_markdown.rstrip("\n") + "\n" + text[j:]
 
 
-__all__ = ["fill_readme", "markdown", "readme_block", "table"]
+__all__ = ["SUMMARY_BLOCK", "VERDICT_ORDER", "fill_readme", "markdown", "readme_block", "summary_markdown", "table"]
