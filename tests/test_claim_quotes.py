@@ -1,8 +1,8 @@
 """Claims that quote the project's own docs quote text those docs contain, in the section named.
 
-A claim's `source` is "path, section" where path is a file of this project (README.md, docs/...);
-claims sourced from a paper are checked against the papers elsewhere (their quotes are the
-papers' words). A quote may join fragments with "…"; each fragment must appear, in order, inside
+A claim's `source` is "path, section" (or "path; another source") where path is a file of this
+project (README.md, docs/...); claims sourced from a paper quote the paper, which is not part of
+this project and is not read here. A quote may join fragments with "…"; each fragment must appear, in order, inside
 the named section, ignoring markdown emphasis and code marks, line breaks and a fragment's final
 full stop (the docs may go on with a parenthesis where the quote ends the sentence).
 """
@@ -40,7 +40,8 @@ def _project_claims() -> list[tuple[str, str, str, str]]:
     out = []
     for spec in SPECS:
         for claim in yaml.safe_load(spec.read_text()).get("claims") or []:
-            path, _, section = str(claim.get("source", "")).partition(",")
+            first = str(claim.get("source", "")).split(";")[0]  # "docs page; a paper": the page is checked
+            path, _, section = first.partition(",")
             if path.strip().endswith(".md") and (ROOT / path.strip()).is_file():
                 out.append((claim["id"], path.strip(), section.strip(), claim.get("quote") or ""))
     return out
