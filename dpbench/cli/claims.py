@@ -50,7 +50,6 @@ def claims(spec, profile, results, markdown, readme, summary) -> None:
     import pandas as pd
 
     from dpbench.analysis import claims as claims_mod
-    from dpbench.core.store import atomic_write_text
     from dpbench.experiment import verdicts as verdicts_mod
 
     counts: dict[str, dict[str, int]] = {}
@@ -72,18 +71,20 @@ def claims(spec, profile, results, markdown, readme, summary) -> None:
                 click.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
         click.echo(f"written: {', '.join(str(p) for p in written)}")
         if readme:
-            text = Path(readme).read_text(encoding="utf-8")
-            try:
-                text = claims_mod.fill_readme(text, exp.name, claims_mod.markdown(verdicts))
-            except ValueError as exc:
-                raise click.UsageError(f"--readme {readme}: {exc}") from None
-            atomic_write_text(readme, text)
+            _fill_block(readme, "--readme", exp.name, claims_mod.markdown(verdicts))
             click.echo(f"written: the {exp.name} table of {readme}")
     if summary:
-        text = Path(summary).read_text(encoding="utf-8")
-        try:
-            text = claims_mod.fill_readme(text, claims_mod.SUMMARY_BLOCK, claims_mod.summary_markdown(counts))
-        except ValueError as exc:
-            raise click.UsageError(f"--summary {summary}: {exc}") from None
-        atomic_write_text(summary, text)
+        _fill_block(summary, "--summary", claims_mod.SUMMARY_BLOCK, claims_mod.summary_markdown(counts))
         click.echo(f"written: the verdict counts of {len(counts)} experiments in {summary}")
+
+
+def _fill_block(path: str, option: str, name: str, table_markdown: str) -> None:
+    """Write `table_markdown` into the <!-- claims:NAME --> block of the Markdown file `path`."""
+    from dpbench.analysis import claims as claims_mod
+    from dpbench.core.store import atomic_write_text
+
+    try:
+        text = claims_mod.fill_readme(Path(path).read_text(encoding="utf-8"), name, table_markdown)
+    except ValueError as exc:
+        raise click.UsageError(f"{option} {path}: {exc}") from None
+    atomic_write_text(path, text)
