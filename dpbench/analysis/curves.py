@@ -1,10 +1,13 @@
 """Per-cell records -> runs table -> hyperparameter selection -> curves table.
 
 Selection: where an algorithm lists several hyperparameter values, the combination with the
-best mean validation score across seeds is chosen separately for every (algorithm, dataset,
-model, epsilon) and reported metric — the papers' "chosen by cross-validation": accuracy curves
-by validation accuracy, gap and loss curves by validation loss (metrics.DEFAULT_SELECTION), or
-what the spec's `selection` says. This tuning touches the private data and no epsilon covers it
+best validation score is chosen separately for every (algorithm, dataset, model, epsilon) and
+reported metric — the papers' "chosen by cross-validation": accuracy curves by validation
+accuracy, gap and loss curves by validation loss (metrics.DEFAULT_SELECTION), or what the spec's
+`selection` says. By default each seed selects on its own validation split (`per="seed"`, spec
+`select_per: seed`), as a practitioner selects within their own run, so the spread over seeds
+includes the selection's own variance; `per="pooled"` selects one combination for all seeds by
+the mean validation score over them. This tuning touches the private data and no epsilon covers it
 (docs/selection.md): such a curve's claim says "selection not private (k
 candidates)" (`curve_claim`) and the figures draw it apart. An algorithm with `tuning:` is
 selected privately instead (`_select_private`, Papernot-Steinke random stopping): its curves
@@ -88,15 +91,16 @@ def _selection_metric(group: pd.DataFrame, selection: str) -> str:
     return selection
 
 
-def selected_by_metric(runs: pd.DataFrame, metrics: tuple[str, ...],
-                       selection: str | dict | None = None) -> dict[str, pd.DataFrame]:
-    """For each reported metric, the runs of the hyperparameters its validation score selects."""
+def selected_by_metric(runs: pd.DataFrame, metrics: tuple[str, ...], selection: str | dict | None = None,
+                       per: str = "seed") -> dict[str, pd.DataFrame]:
+    """For each reported metric, the runs of the hyperparameters its validation score selects
+    (per seed or pooled over seeds: `select`)."""
     cache: dict[str, pd.DataFrame] = {}
     out = {}
     for metric in metrics:
         by = selection_for(metric, selection)
         if by not in cache:
-            cache[by] = select(runs, by)
+            cache[by] = select(runs, by, per)
         out[metric] = cache[by]
     return out
 
@@ -184,15 +188,19 @@ def _select_private(group: pd.DataFrame) -> pd.DataFrame:
     return chosen
 
 
-def select(runs: pd.DataFrame, selection: str = "val_accuracy") -> pd.DataFrame:
+def select(runs: pd.DataFrame, selection: str = "val_accuracy", per: str = "seed") -> pd.DataFrame:
     """Keep, per (algorithm, dataset, model, epsilon), the rows of the best hyperparameters.
 
-    Best = best mean validation score across seeds; ties (common for accuracy on small
-    validation splits; within SELECTION_TIE_RTOL for losses) are broken by the lower mean
-    validation loss, then by parameter order. Runs of private selection (`tuning`) are selected
-    by `_select_private` instead, the same for every metric. Each kept row says how it was
-    selected (`selected_by`, `candidates`) and what its curve's guarantee covers (`curve_claim`).
+    per "seed": each seed's own best validation score picks its row; per "pooled": the best mean
+    validation score across seeds picks one combination for every seed. Ties (common for
+    accuracy on small validation splits; within SELECTION_TIE_RTOL for losses) are broken by the
+    lower validation loss, then by parameter order. Runs of private selection (`tuning`) are
+    selected by `_select_private` instead (always per seed, the same for every metric). Each kept
+    row says how it was selected (`selected_by`, `candidates`) and what its curve's guarantee
+    covers (`curve_claim`).
     """
+    if per not in ("seed", "pooled"):
+        raise ValueError(f"per must be 'seed' or 'pooled', got {per!r}")
     if runs.empty:
         return runs
     kept = []
@@ -201,25 +209,34 @@ def select(runs: pd.DataFrame, selection: str = "val_accuracy") -> pd.DataFrame:
             kept.append(_select_private(group))
             continue
         metric = _selection_metric(group, selection)
+        candidates = group["params"].nunique()
         if metric not in group or group[metric].isna().all():  # no validation split: nothing to select on
-            if group["params"].nunique() > 1:
+            if candidates > 1:
                 raise ValueError(f"cannot select hyperparameters for {group['label'].iloc[0]}: no {metric} "
                                  f"(the validation split is empty); give a single value per hyperparameter")
-            best = group["params"].iloc[0]
+            chosen = group.copy()
+        elif per == "pooled" or candidates == 1:
+            chosen = group[group["params"] == _best(group, metric)].copy()
         else:
-            keys = list(dict.fromkeys([metric, "val_loss"] if "val_loss" in group else [metric]))
-            ranking = group.groupby("params", sort=True)[keys].mean().dropna(subset=[metric])
-            if SELECTION_METRICS[metric] == "max":
-                ranking[metric] = -ranking[metric]
-            best = _tied_best(ranking, keys)
-        chosen = group[group["params"] == best].copy()
+            chosen = pd.concat([seed[seed["params"] == _best(seed, metric)] for _, seed in group.groupby("rep")])
         chosen["selected_by"] = metric
-        chosen["candidates"] = group["params"].nunique()
+        chosen["candidates"] = candidates
         chosen["eps_end_to_end"] = np.nan
         claims = set(chosen["dp_claim"].dropna()) if "dp_claim" in chosen else set()
-        chosen["curve_claim"] = curve_claim(claims, int(chosen["candidates"].iloc[0]), weak_delta=_weak(chosen))
+        chosen["curve_claim"] = curve_claim(claims, int(candidates), weak_delta=_weak(chosen))
         kept.append(chosen)
     return pd.concat(kept, ignore_index=True)
+
+
+def _best(group: pd.DataFrame, metric: str) -> str:
+    """The params of the best mean validation `metric` over the group's rows (ties: `_tied_best`)."""
+    keys = list(dict.fromkeys([metric, "val_loss"] if "val_loss" in group else [metric]))
+    ranking = group.groupby("params", sort=True)[keys].mean().dropna(subset=[metric])
+    if ranking.empty:
+        return group["params"].iloc[0]
+    if SELECTION_METRICS[metric] == "max":
+        ranking[metric] = -ranking[metric]
+    return _tied_best(ranking, keys)
 
 
 #: confidence level of the curves' intervals (`ci_low`, `ci_high`): figures draw them as bands and
@@ -253,7 +270,8 @@ def curves_table(selected: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Long table: mean, std, sem, count and the 95% interval of the mean (`ci_low`, `ci_high`,
     `mean_ci`) per (algorithm, dataset, model, epsilon, metric).
 
-    `selected` maps each metric to the runs selected for it (`selected_by_metric`).
+    `selected` maps each metric to the runs selected for it (`selected_by_metric`). `params` is the
+    combination most seeds selected (selection per seed may pick different ones).
     """
     rows = []
     for metric, runs in selected.items():
@@ -269,7 +287,7 @@ def curves_table(selected: dict[str, pd.DataFrame]) -> pd.DataFrame:
                          "n_params": int(group["n_params"].iloc[0]), "delta": group["delta"].mean(),
                          "n_features": group["n_features"].iloc[0] if "n_features" in group else np.nan,
                          "dataset": group["dataset"].iloc[0], "model": group["model"].iloc[0],
-                         "params": group["params"].iloc[0], "selected_by": group["selected_by"].iloc[0],
+                         "params": group["params"].mode().iloc[0], "selected_by": group["selected_by"].iloc[0],
                          "candidates": int(group["candidates"].iloc[0]),
                          "dp_claim": group["curve_claim"].iloc[0],
                          "eps_end_to_end": group["eps_end_to_end"].max(),

@@ -28,7 +28,7 @@ def runs_and_selection(exp: Experiment, results: str | Path,
     for record in records:
         data_files.update(record.get("data_files") or {})
     runs = curves_mod.runs_table(records)
-    return runs, curves_mod.selected_by_metric(runs, exp.metrics, exp.selection), data_files
+    return runs, curves_mod.selected_by_metric(runs, exp.metrics, exp.selection, exp.select_per), data_files
 
 
 @dataclass

@@ -7,13 +7,13 @@ import gzip
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from dpbench.analysis import curves as curves_mod
 from dpbench.core.errors import DpbenchError
 from dpbench.core.store import atomic_write_bytes_via
 from dpbench.experiment.audits import stored_audits
+from dpbench.experiment.baselines import majority_rates
 from dpbench.experiment.inventory import inventory, runs_and_selection
 from dpbench.experiment.layout import (
     AUDIT_TIMINGS,
@@ -33,7 +33,6 @@ from dpbench.experiment.verdicts import audits_for_claims, claims_from, signific
 from dpbench.figures.audit import audit_figure
 from dpbench.figures.kinds import FIGURES, FigureKind
 from dpbench.run import runner
-from dpbench.run.cells import Cell, CellContext
 from dpbench.spec.experiment import Experiment, FigureSpec
 
 
@@ -172,33 +171,6 @@ def figure_tables(exp: Experiment, curves: pd.DataFrame, traces: pd.DataFrame, *
     return out
 
 
-def majority_rates(exp: Experiment, dataset_labels: list[str], data_dir: str | None = None) -> dict[str, float]:
-    """Per data set label, the accuracy of always predicting the majority class of the test split
-    (its largest class share), averaged over the experiment's repetitions (each has its own split).
-
-    The cell records keep n_test but not the label balance, so this reads the data (the cells'
-    own splits, `cells.load_dataset`); a data set that cannot be loaded (file absent) or is not a
-    +-1 classification set is left out, and its panels draw no line.
-    """
-    from dpbench.run.cells import load_dataset
-
-    context = CellContext(data_dir=data_dir)
-    first: dict[tuple[str, int], Cell] = {}
-    for cell in exp.cells():
-        if cell.dataset_label in dataset_labels:
-            first.setdefault((cell.dataset_label, cell.rep), cell)
-    shares: dict[str, list[float]] = {}
-    for (label, _), cell in sorted(first.items()):
-        try:
-            y = np.asarray(load_dataset(cell, context).y_test)
-        except (DpbenchError, OSError, ValueError):
-            continue
-        values, counts = np.unique(y, return_counts=True)
-        if y.size and set(values.tolist()) <= {-1.0, 1.0}:
-            shares.setdefault(label, []).append(float(counts.max() / y.size))
-    return {label: float(np.mean(v)) for label, v in shares.items()}
-
-
 def write_csv_gz(path: Path, table: pd.DataFrame, **to_csv) -> bool:
     """Gzipped CSV without a timestamp or file name in its header: the same table gives the same
     bytes, so a re-render leaves committed tables unchanged (atomic write; returns whether the
@@ -227,7 +199,7 @@ def render_from_runs(exp, *, results: str | Path = "results", partial: bool = Fa
                                        f"{exp.source}`), or pass --partial to draw what it holds")
     note = f"partial: {cov.expected - len(cov.missing)} of {cov.expected} cells" if cov.missing else ""
     runs = in_spec(exp, runs)
-    selected = curves_mod.selected_by_metric(runs, exp.metrics, exp.selection)
+    selected = curves_mod.selected_by_metric(runs, exp.metrics, exp.selection, exp.select_per)
     curves = curves_mod.curves_table(selected)
     if note and not curves.empty:
         curves = curves.assign(partial=note)

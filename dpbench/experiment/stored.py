@@ -61,7 +61,7 @@ def load_runs(exp, results: str | Path = "results") -> pd.DataFrame:
     `privacy` as JSON), the hyperparameters as JSON (`params`), private-selection fields (draw,
     score, tuning) and `selection`. Floats are exact (the file is written with repr precision). It
     is the whole committed table: rows of cells the spec no longer has are kept (`coverage` tells
-    them apart). `curves.selected_by_metric(runs, exp.metrics, exp.selection)` and
+    them apart). `curves.selected_by_metric(runs, exp.metrics, exp.selection, exp.select_per)` and
     `curves.curves_table` give the committed curves.csv back. Raises StoredTableError when the file
     is absent.
     """

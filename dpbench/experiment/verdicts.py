@@ -12,6 +12,7 @@ import pandas as pd
 from dpbench.analysis import curves as curves_mod
 from dpbench.core.store import atomic_write_bytes_via
 from dpbench.experiment.audits import audit_points, audit_results, stored_audits
+from dpbench.experiment.baselines import majority_rates
 from dpbench.experiment.inventory import inventory, runs_and_selection
 from dpbench.experiment.layout import RUNS_FILE, output_folder
 from dpbench.spec.experiment import Experiment
@@ -49,7 +50,8 @@ def selected_for_claims(exp: Experiment, results: str | Path) -> dict[str, pd.Da
         return {}
     from dpbench.experiment.stored import load_runs
 
-    return curves_mod.selected_by_metric(load_runs(exp, results), exp.metrics, exp.selection)
+    return curves_mod.selected_by_metric(load_runs(exp, results), exp.metrics, exp.selection,
+                                         exp.select_per)
 
 
 def audits_for_claims(exp: Experiment, results: str | Path) -> pd.DataFrame | None:
@@ -63,13 +65,32 @@ def audits_for_claims(exp: Experiment, results: str | Path) -> pd.DataFrame | No
     return pd.read_csv(path) if path.is_file() else None
 
 
-def claims_from(exp: Experiment, selected: dict[str, pd.DataFrame], audits: pd.DataFrame | None) -> list:
-    """dpbench.analysis.claims.Verdict of the experiment's claims on these selected runs and audits table."""
+def claims_from(exp: Experiment, selected: dict[str, pd.DataFrame], audits: pd.DataFrame | None,
+                data_dir: str | None = None) -> list:
+    """dpbench.analysis.claims.Verdict of the experiment's claims on these selected runs and audits
+    table: the points carry the majority-class rate of each data set (read from the data, for the
+    screens; left unknown where the data cannot be read), and with a `decide:` block the claims are
+    tested at its looks."""
     from dpbench.analysis import claims as claims_mod
 
     if not exp.claims:
         return []
-    return claims_mod.evaluate(exp.claims, claims_mod.per_seed_points(selected), audits)
+    labels = sorted({label for runs in selected.values() if not runs.empty for label in runs["dataset_label"]})
+    points = claims_mod.per_seed_points(selected, majority_for(exp, labels, data_dir))
+    design = claims_mod.Design(exp.decide_looks) if exp.decide_looks else None
+    return claims_mod.evaluate(exp.claims, points, audits, design, dict(exp.decide_scale))
+
+
+_MAJORITY: dict[tuple, dict[str, float]] = {}
+
+
+def majority_for(exp: Experiment, labels: list[str], data_dir: str | None = None) -> dict[str, float]:
+    """`baselines.majority_rates`, kept for the process (the claims of one experiment are
+    evaluated several times in one command: tables, figures, check)."""
+    key = (exp.name, exp.spec_hash, data_dir, tuple(labels))
+    if key not in _MAJORITY:
+        _MAJORITY[key] = majority_rates(exp, labels, data_dir)
+    return _MAJORITY[key]
 
 
 def significant_marks(verdicts: list) -> pd.DataFrame | None:

@@ -282,7 +282,7 @@ def experiment_data(exp: Experiment, results: str | Path, out: Path, *, baseline
     traces = pd.DataFrame() if traces is None else stored_tables.complete_traces(traces, curves)
     runs = stored_tables.load_runs(exp, results) if (folder / layout.RUNS_FILE).is_file() else None
     runs = stored_tables.in_spec(exp, runs) if runs is not None else pd.DataFrame()
-    selected = curves_mod.selected_by_metric(runs, exp.metrics, exp.selection) if not runs.empty else {}
+    selected = curves_mod.selected_by_metric(runs, exp.metrics, exp.selection, exp.select_per) if not runs.empty else {}
     groups = build_groups(exp, runs, selected, curves)
     verdicts = verdicts_mod.claims_from(exp, selected, audits) if selected else []
     order = [a.label for a in exp.algorithms]

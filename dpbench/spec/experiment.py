@@ -86,8 +86,8 @@ from dpbench.spec.components import SWEEP_KEYS, Component, components, dataset_c
 from dpbench.spec.figure_specs import FIGURE_KEYS, FigureSpec, check_producible, figures
 from dpbench.spec.grid import Experiment, tuning_draws
 from dpbench.spec.profiles import DEFAULT_PROFILE, apply_profile, merge
-from dpbench.spec.sections import NAME, OPTIMUM_DEFAULTS, TOP_KEYS, delta, epsilons, integer, metrics, optimum, \
-    seed_plan, selection, text
+from dpbench.spec.sections import NAME, OPTIMUM_DEFAULTS, TOP_KEYS, decide, delta, epsilons, integer, metrics, \
+    optimum, seed_plan, select_per, selection, text
 from dpbench.spec.tuning import TUNING_DEFAULTS, TUNING_SCORES
 
 #: A run of more cells than this needs `--allow-large`: the largest paper experiment has 4,590
@@ -143,12 +143,14 @@ def from_dict(raw: Any, *, name: str = "experiment", profile: str = DEFAULT_PROF
         check_producible(spec.get("metrics"), exp_metrics, exp_figures, datasets, models, algos)
     seed = integer(spec.get("seed", 0), "seed", minimum=0)
     seeds, dataset_seeds = seed_plan(spec.get("seeds", 1), datasets)
+    looks, scale = decide(spec.get("decide"), datasets, strict=profile == DEFAULT_PROFILE)
     return Experiment(
         name=exp_name, description=text(spec, "description"), paper=text(spec, "paper"), profile=profile,
         seed=seed, seeds=seeds, datasets=datasets, models=models, algorithms=algos, epsilons=budgets,
         delta=exp_delta, metrics=exp_metrics, selection=exp_selection, figures=exp_figures,
         optimum=optimum(spec.get("optimum")), source=source, audits=audits(spec.get("audits"), seed, base),
-        claims=claims(spec.get("claims")), dataset_seeds=dataset_seeds,
+        claims=claims(spec.get("claims")), dataset_seeds=dataset_seeds, select_per=select_per(spec.get("select_per")),
+        decide_looks=looks, decide_scale=scale,
         resolved={k: v for k, v in spec.items() if k != "profiles"},
     )
 

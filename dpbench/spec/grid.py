@@ -41,6 +41,10 @@ class Experiment:
     # (dataset label, its repetitions) for each dataset whose seeds differ from `seeds` (a `seeds:`
     # mapping); use `reps_for` / `seeds_for`
     dataset_seeds: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    select_per: str = "seed"  # hyperparameters selected per seed or pooled over seeds (curves.select)
+    # `decide:`: the seed counts at which claims are tested (dpbench decide), and per data set label a factor on them
+    decide_looks: tuple[int, ...] = ()
+    decide_scale: tuple[tuple[str, int], ...] = ()
 
     @property
     def spec_hash(self) -> str:

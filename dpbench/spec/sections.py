@@ -15,7 +15,11 @@ from dpbench.run.metrics import METRICS, SELECTION_METRICS
 from dpbench.spec.components import Component
 
 TOP_KEYS = ("name", "description", "paper", "seed", "seeds", "datasets", "models", "algorithms", "epsilons",
-            "delta", "metrics", "selection", "figures", "optimum", "audits", "claims", "profiles")
+            "delta", "metrics", "selection", "select_per", "figures", "optimum", "audits", "claims", "decide",
+            "profiles")
+#: `select_per`: hyperparameters selected on each seed's own validation split, or on the mean over seeds
+SELECT_PER = ("seed", "pooled")
+DECIDE_KEYS = ("looks", "scale")
 OPTIMUM_DEFAULTS = {"maxiter": 500, "restarts": 2}
 #: an experiment's name is the folder of its results
 NAME = Text(pattern=r"[^./\\][^/\\]*", what="a folder name: letters, digits, - and _")
@@ -120,6 +124,41 @@ def selection(value: Any, metrics: tuple[str, ...]) -> str | dict | None:
     return dict(value)
 
 
+def select_per(value: Any) -> str:
+    """`select_per: seed` (default: each seed selects its own hyperparameters) or `pooled`."""
+    return validate("select_per", "seed" if value is None else value, StrOptions(SELECT_PER),
+                    note="where hyperparameters are selected")
+
+
+def decide(value: Any, datasets: tuple[Component, ...], strict: bool = True
+           ) -> tuple[tuple[int, ...], tuple[tuple[str, int], ...]]:
+    """`decide: {looks: [5, 10, 20, 40], scale: {Iris: 10}}`: the seed counts at which `dpbench
+    decide` tests the claims (strictly increasing, the first >= 2; the last is the most it runs)
+    and, per data set label, a factor on them (a data set run with 10x the seeds of the others).
+    Returns ((), ()) without the section. `strict`: a scale for a data set the experiment does not
+    have is an error (a profile that drops data sets passes strict=False: those entries are unused)."""
+    value = validate("decide", value, [Mapping("a mapping with keys looks, scale"), None])
+    if value is None:
+        return (), ()
+    for key in value:
+        if key not in DECIDE_KEYS:
+            raise unknown_key("decide", key, DECIDE_KEYS)
+    if value.get("looks") is None:
+        raise missing("decide.looks", "the seed counts at which claims are tested, e.g. [5, 10, 20, 40]")
+    looks = validate("decide.looks", value["looks"], Sequence(Interval(Integral, 2, None, closed="left"),
+                                                              what="a list of seed counts >= 2"))
+    if any(b <= a for a, b in zip(looks, looks[1:])):
+        raise SpecError(f"decide.looks: must be strictly increasing, got {list(looks)}")
+    scale = validate("decide.scale", value.get("scale"), [Mapping("a mapping data set label -> factor"), None]) or {}
+    labels = {ds.label for ds in datasets} | {ds.panel for ds in datasets if ds.panel}
+    for label, factor in scale.items():
+        if strict and label not in labels:
+            raise SpecError(f"decide.scale.{label}: not a data set label of this experiment "
+                            f"({', '.join(sorted(labels))})")
+        integer(factor, f"decide.scale.{label}", minimum=1)
+    return tuple(int(n) for n in looks), tuple(sorted((str(k), int(v)) for k, v in scale.items()))
+
+
 def optimum(value: Any) -> tuple[tuple[str, int], ...]:
     """The L-BFGS budget of the L* estimate, OPTIMUM_DEFAULTS filled in."""
     value = validate("optimum", value, [Mapping("a mapping such as {restarts: 2, maxiter: 500}"), None]) or {}
@@ -137,5 +176,6 @@ def metrics(value: Any) -> tuple[str, ...]:
     return validate("metrics", value, Sequence(StrOptions(METRICS), what=f"a non-empty list of {', '.join(METRICS)}"))
 
 
-__all__ = ["DELTA_EXPRESSION", "EPSILONS", "NAME", "OPTIMUM_DEFAULTS", "SEED_COUNT", "SEED_LIST", "TOP_KEYS", "delta",
+__all__ = ["DECIDE_KEYS", "DELTA_EXPRESSION", "EPSILONS", "SELECT_PER", "decide", "select_per",
+           "NAME", "OPTIMUM_DEFAULTS", "SEED_COUNT", "SEED_LIST", "TOP_KEYS", "delta",
            "epsilons", "integer", "metrics", "optimum", "seed_plan", "seeds", "selection", "text"]

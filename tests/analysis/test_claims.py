@@ -40,14 +40,22 @@ def _points(values: dict[str, np.ndarray], epsilons=(0.1, 1.0), panels=(("P", "L
 def test_parse_errors_name_the_yaml_path():
     cases = [
         ({"id": "x", "kind": "comparison", "metric": "accuracy", "a": "A", "b": "B", "relation": "bigger"},
-         "claims[x].relation: must be one of greater, less, equivalent (the relations of a comparison claim); "
-         "got 'bigger'"),
+         "claims[x].relation: must be one of greater, less, at_least, at_most, equivalent, differs (the relations "
+         "of a comparison claim); got 'bigger'"),
         ({"id": "x", "kind": "comparison", "metric": "accuracy", "a": "A", "b": "B", "relation": "equivalent"},
-         "claims[x].margin: missing; an equivalence claim needs its margin"),
+         "claims[x].margin: missing; this relation needs its margin"),
+        ({"id": "x", "kind": "comparison", "metric": "accuracy", "a": "A", "b": "B", "relation": "at_least"},
+         "claims[x].margin: missing; this relation needs its margin"),
+        ({"id": "x", "kind": "comparison", "metric": "accuracy", "a": "A", "b": "B", "relation": "greater",
+          "quantifier": "few"}, "claims[x].quantifier: must be one of all, most, some"),
+        ({"id": "x", "kind": "comparison", "metric": "accuracy", "a": "A", "b": "B", "relation": "greater",
+          "uninformative": [{"datasets": ["P"]}]}, "claims[x].uninformative[0].reason: missing"),
+        ({"id": "x", "kind": "comparison", "metric": "accuracy", "a": "A", "b": "B", "relation": "equivalent",
+          "margin": 0.1, "equivalence": 0.1}, "claims[x].equivalence: does not apply"),
         ({"id": "X y", "kind": "trend"}, "claims[0].id: must be lower-case"),
-        ({"id": "x", "kind": "trend", "metric": "accuracy", "a": "A", "relation": "increasing", "b": "B"},
-         "claims[x].b: does not apply to a trend claim"),
-        ({"id": "x", "kind": "rate", "metric": "m", "a": "A", "relation": "within"}, "claims[x].interval: missing"),
+        ({"id": "x", "kind": "trend", "metric": "accuracy", "a": "A", "relation": "increasing", "margin": 1},
+         "claims[x].margin: does not apply to a trend claim"),
+        ({"id": "x", "kind": "rate", "metric": "m", "a": "A", "relation": "upper"}, "claims[x].slope: missing"),
         ({"id": "x", "kind": "audit", "relation": "refuted", "colour": 1}, "claims[0].colour: unknown key"),
     ]
     for entry, message in cases:
@@ -109,7 +117,7 @@ def test_holm_against_a_hand_computation():
     assert math.isnan(C._holm([0.01, float("nan")])[1])
 
 
-@pytest.mark.parametrize("shift, verdict", [(0.05, "reproduced"), (0.0, "inconclusive"), (-0.05, "contradicted")])
+@pytest.mark.parametrize("shift, verdict", [(0.05, "reproduced"), (0.0, "undecided"), (-0.05, "contradicted")])
 def test_moving_one_curve_flips_the_verdict(shift, verdict):
     rng = np.random.default_rng(1)
     b = rng.normal(0.7, 0.05, (20, 3))
@@ -122,7 +130,7 @@ def test_moving_one_curve_flips_the_verdict(shift, verdict):
     assert above.verdict == verdict
     assert same.verdict == ("reproduced" if shift == 0 else "contradicted")
     assert len(same.tests) == 3  # one per epsilon point
-    if verdict == "inconclusive":
+    if verdict == "undecided":
         assert above.seeds_needed > 20 or math.isinf(above.seeds_needed)
     marks = C.significant_points([above, same])  # only per-point claims mark epsilon points
     assert set(marks["claim"]) == {"same"} and set(marks["epsilon"]) <= {0.1, 1.0, 3.0} and len(marks) >= 2
@@ -133,16 +141,22 @@ def test_trend_and_rate_on_curves_with_known_slopes():
     rng = np.random.default_rng(2)
     eps = np.array([0.1, 0.3, 1.0, 3.0])
     gap = 0.5 * eps[None, :] ** -2.0 * np.exp(rng.normal(0, 0.05, (8, 4)))
-    claims = _claims({"id": "r", "kind": "rate", "metric": "accuracy", "a": "A", "relation": "within",
-                      "interval": [-2.2, -1.8]},
-                     {"id": "r-wrong", "kind": "rate", "metric": "accuracy", "a": "A", "relation": "within",
-                      "interval": [-1.2, -0.8]},
+    claims = _claims({"id": "r", "kind": "rate", "metric": "accuracy", "a": "A", "relation": "exact",
+                      "slope": -2.0, "tolerance": 0.2},
+                     {"id": "r-wrong", "kind": "rate", "metric": "accuracy", "a": "A", "relation": "exact",
+                      "slope": -1.0, "tolerance": 0.2},
+                     # an upper-bound rate: falling faster than n^-1 is within the bound, n^-3 is not
+                     {"id": "r-upper", "kind": "rate", "metric": "accuracy", "a": "A", "relation": "upper",
+                      "slope": -1.0},
+                     {"id": "r-upper-wrong", "kind": "rate", "metric": "accuracy", "a": "A", "relation": "upper",
+                      "slope": -3.0},
                      {"id": "t", "kind": "trend", "metric": "accuracy", "a": "A", "relation": "decreasing"},
                      {"id": "t-wrong", "kind": "trend", "metric": "accuracy", "a": "A", "relation": "increasing"})
     verdicts = {v.claim.id: v for v in C.evaluate(claims, _points({"A": gap}, epsilons=tuple(eps)))}
     per_seed = [np.polyfit(np.log(eps), np.log(g), 1)[0] for g in gap]
     assert verdicts["r"].tests[0].effect == pytest.approx(np.mean(per_seed))
     assert {k: v.verdict for k, v in verdicts.items()} == {"r": "reproduced", "r-wrong": "contradicted",
+                                                           "r-upper": "reproduced", "r-upper-wrong": "contradicted",
                                                            "t": "reproduced", "t-wrong": "contradicted"}
 
 
@@ -156,7 +170,7 @@ def test_audit_claims_read_the_audits_table():
                      {"id": "y-loose", "kind": "audit", "relation": "loose", "audit": "Y", "factor": 4},
                      {"id": "z", "kind": "audit", "relation": "refuted", "audit": "Z"})
     got = {v.claim.id: v.verdict for v in C.evaluate(claims, _points({}), audits)}
-    assert got == {"x-refuted": "reproduced", "y-refuted": "inconclusive", "x-kept": "contradicted",
+    assert got == {"x-refuted": "reproduced", "y-refuted": "undecided", "x-kept": "contradicted",
                    "y-loose": "reproduced", "z": "no data"}
 
 
@@ -171,8 +185,8 @@ algorithms:
   - {name: nonprivate, label: exact}
   - {name: output_perturbation_gd, label: ZZMW17, params: {epochs: 5}}
 claims:
-  - {id: exact-above, source: test, quote: "the exact model is the most accurate", kind: comparison,
-     metric: accuracy, a: exact, b: ZZMW17, relation: greater, epsilons: [0.05, 0.05]}
+  - {id: exact-above, source: test, quote: "the private model is less accurate than the exact one", kind: comparison,
+     metric: accuracy, a: ZZMW17, b: exact, relation: less, epsilons: [0.05, 0.05]}
 """
 
 
@@ -235,3 +249,137 @@ def test_each_papers_docs_page_carries_its_committed_claims_table():
         assert block == table.strip("\n"), \
             f"docs/papers/{name}.md's claims table is stale: run dpbench claims --readme docs/papers/{name}.md"
     assert C.fill_readme(f"a {start}\nold\n{end} b", name, "| t |\n") == f"a {start}\n| t |\n{end} b"
+
+
+# ---- the vocabulary: relations, quantifiers, screens -------------------------------------------------------------
+def _panels(values: dict[str, dict[str, np.ndarray]], epsilons=(0.1, 1.0), **extra) -> pd.DataFrame:
+    """Per-seed points of several panels: values[panel][label] has shape (seeds, len(epsilons))."""
+    parts = [_points(by_label, epsilons=epsilons, panels=((panel, "LR"),)) for panel, by_label in values.items()]
+    return pd.concat(parts, ignore_index=True).assign(**extra)
+
+
+def _noise(rng, shape, scale=0.01):
+    return rng.normal(0.0, scale, shape)
+
+
+def test_quantifiers_all_most_some_over_panels():
+    rng = np.random.default_rng(0)
+    base = 0.8 + _noise(rng, (10, 2))
+    # A beats B by 0.05 on panels P1 and P2, loses by 0.05 on P3
+    values = {p: {"A": base + d + _noise(rng, (10, 2)), "B": base} for p, d in (("P1", .05), ("P2", .05), ("P3", -.05))}
+    points = _panels(values)
+    claims = _claims(*({"id": q, "kind": "comparison", "metric": "accuracy", "a": "A", "b": "B", "relation": "greater",
+                        "quantifier": q} for q in ("all", "most", "some")))
+    got = {v.claim.id: v.verdict for v in C.evaluate(claims, points)}
+    assert got == {"all": "contradicted", "most": "reproduced", "some": "reproduced"}
+    # "some" is contradicted only when every panel fails
+    failing = _panels({p: {"A": base - 0.05 + _noise(rng, (10, 2)), "B": base} for p in ("P1", "P2")})
+    assert [v.verdict for v in C.evaluate(claims[2:], failing)] == ["contradicted"]
+    # the partial conjunction: at least r of m hold <=> (m - r + 1) x the r-th smallest p
+    assert C.stats.partial_conjunction([0.01, 0.02, 0.5], 2) == pytest.approx(2 * 0.02)
+    assert C.stats.partial_conjunction([0.01, 0.02, 0.5], 3) == pytest.approx(0.5)
+    assert C.stats.partial_conjunction([0.01, 0.02, 0.5], 1) == pytest.approx(3 * 0.01)
+
+
+def test_non_inferiority_differs_and_no_difference_beyond_m():
+    rng = np.random.default_rng(1)
+    b = 0.8 + _noise(rng, (12, 2))
+    better = {"A": b + 0.03 + _noise(rng, (12, 2), 0.005), "B": b}
+    same = {"A": b + _noise(rng, (12, 2), 0.002), "B": b}
+    comparison = {"kind": "comparison", "metric": "accuracy", "a": "A", "b": "B"}
+    claims = _claims({"id": "noninf", **comparison, "relation": "at_least", "margin": 0.02},
+                     {"id": "equiv", **comparison, "relation": "equivalent", "margin": 0.02},
+                     {"id": "differs", **comparison, "relation": "differs"})
+    got = {v.claim.id: v.verdict for v in C.evaluate(claims, _points(better))}
+    # being better satisfies "almost the same as (or better than)" but not "the same"
+    assert got == {"noninf": "reproduced", "equiv": "contradicted", "differs": "reproduced"}
+    tied = _claims({"id": "greater", **comparison, "relation": "greater", "equivalence": 0.01},
+                   {"id": "differs-m", **comparison, "relation": "differs", "margin": 0.01})
+    got = {v.claim.id: v for v in C.evaluate(tied, _points(same))}
+    assert got["greater"].verdict == "no difference beyond m" and got["greater"].p_eq_holm <= C.ALPHA
+    assert got["differs-m"].verdict == "contradicted"  # two-sided, refuted by equivalence within its margin
+    assert C.tables.verdict_text(got["greater"]) == "no difference beyond 0.01"
+
+
+def test_trend_of_a_difference_and_spread():
+    rng = np.random.default_rng(2)
+    eps = (0.1, 0.3, 1.0, 3.0)
+    log_eps = np.log(eps)
+    b = 0.8 + _noise(rng, (8, 4))
+    # A - B grows by 0.02 per unit of log epsilon; C zigzags around B's line
+    a = b + 0.02 * (log_eps - log_eps.mean()) + _noise(rng, (8, 4), 0.002)
+    zigzag = b + 0.05 * np.array([1, -1, 1, -1]) + _noise(rng, (8, 4), 0.002)
+    points = _points({"A": a, "B": b, "C": zigzag}, epsilons=eps)
+    claims = _claims({"id": "gap-grows", "kind": "trend", "metric": "accuracy", "a": "A", "b": "B",
+                      "relation": "increasing"},
+                     {"id": "gap-shrinks", "kind": "trend", "metric": "accuracy", "a": "A", "b": "B",
+                      "relation": "decreasing"},
+                     {"id": "c-fluctuates", "kind": "spread", "metric": "accuracy", "a": "C", "b": "B",
+                      "relation": "greater"})
+    verdicts = {v.claim.id: v for v in C.evaluate(claims, points)}
+    assert {k: v.verdict for k, v in verdicts.items()} == {"gap-grows": "reproduced", "gap-shrinks": "contradicted",
+                                                           "c-fluctuates": "reproduced"}
+    per_seed = [np.polyfit(log_eps, a[r] - b[r], 1)[0] for r in range(8)]
+    assert verdicts["gap-grows"].tests[0].effect == pytest.approx(np.mean(per_seed))
+
+    def rms(y):
+        return np.sqrt(np.mean((y - np.polyval(np.polyfit(log_eps, y, 1), log_eps)) ** 2))
+
+    spread = [rms(zigzag[r]) - rms(b[r]) for r in range(8)]
+    assert verdicts["c-fluctuates"].tests[0].effect == pytest.approx(np.mean(spread))
+
+
+def test_screens_make_vacuous_what_cannot_inform_a_claim():
+    rng = np.random.default_rng(3)
+    low = 0.5 + _noise(rng, (8, 2))  # B at the majority line of P1 (majority 0.5 there)
+    values = {"P1": {"A": low + 0.1, "B": low}, "P2": {"A": low + 0.3, "B": low + 0.25}}
+    points = _panels(values)
+    points["majority"] = points["dataset_label"].map({"P1": 0.5, "P2": 0.5})
+    greater = {"kind": "comparison", "metric": "accuracy", "a": "A", "b": "B", "relation": "greater"}
+    v = C.evaluate(_claims({"id": "x", **greater}), points)[0]
+    # P1 is left out (its comparator sits on the majority line); P2 decides the claim
+    assert [t.where for t in v.live] == ["P2 LR"] and "majority-class line" in v.vacuous_reasons
+    only_p1 = C.evaluate(_claims({"id": "x", **greater, "datasets": ["P1"]}), points)[0]
+    assert only_p1.verdict == "vacuous"
+    # a comparator without a guarantee at a point is left out too
+    no_guarantee = points.assign(dp_claim=np.where(points["label"] == "B", "none", "valid"), majority=np.nan)
+    assert C.evaluate(_claims({"id": "x", **greater}), no_guarantee)[0].verdict == "vacuous"
+    # a claim that A is the worse one is about A: not screened
+    less = C.evaluate(_claims({"id": "x", **greater, "a": "B", "b": "A", "relation": "less"}), points)[0]
+    assert less.verdict == "reproduced" and not less.vacuous_reasons
+    # declared uninformative: reported, with its reason
+    declared = C.evaluate(_claims({"id": "x", **greater, "uninformative": [{"datasets": ["P2"], "reason": "why"}]}),
+                          points.assign(majority=np.nan))[0]
+    assert "declared uninformative: why" in declared.vacuous_reasons and [t.where for t in declared.live] == ["P1 LR"]
+
+
+def test_a_specific_claim_every_method_passes_is_vacuous():
+    rng = np.random.default_rng(4)
+    ref = 0.8 + _noise(rng, (8, 1))
+    points = _points({"A": ref + _noise(rng, (8, 2), 0.001), "O": ref + _noise(rng, (8, 2), 0.001),
+                      "N": np.repeat(ref, 2, axis=1)}, epsilons=(0.1, 1.0))
+    points.loc[points["label"] == "N", "epsilon"] = np.nan  # the non-private line
+    points = points.drop_duplicates(subset=["label", "rep", "epsilon"])
+    claim = {"id": "x", "kind": "comparison", "metric": "accuracy", "a": "A", "b": "N", "relation": "equivalent",
+             "margin": 0.02}
+    assert C.evaluate(_claims(claim), points)[0].verdict == "reproduced"
+    specific = C.evaluate(_claims({**claim, "specific": True}), points)[0]
+    assert specific.verdict == "vacuous" and "every method passes (O)" in specific.vacuous_reasons
+
+
+def test_looks_of_a_design_give_sequential_p_values():
+    rng = np.random.default_rng(5)
+    a = 0.8 + 0.01 + _noise(rng, (20, 2))
+    b = 0.8 + _noise(rng, (20, 2))
+    points = _points({"A": a, "B": b})
+    claim = _claims({"id": "x", "kind": "comparison", "metric": "accuracy", "a": "A", "b": "B",
+                     "relation": "greater"})
+    design = C.Design((5, 10, 20))
+    v = C.evaluate(claim, points, design=design)[0]
+    per_look = []
+    for n in (5, 10, 20):
+        d = (a[:n] - b[:n]).mean(axis=1)
+        per_look.append(stats.ttest_1samp(d, 0.0, alternative="greater").pvalue)
+    assert v.looks == 3 and v.p == pytest.approx(min(1.0, min(np.array(per_look) / design.weights)))
+    # a design whose looks the data have not reached uses only those reached
+    assert C.evaluate(claim, points[points["rep"] < 12], design=design)[0].looks == 2

@@ -16,13 +16,14 @@ INVENTORY = ROOT / "docs" / "reference" / "claims-inventory.md"
 
 
 def test_summary_rows_in_the_given_order_and_no_data_only_when_present():
-    text = claims.summary_markdown({"b": {"reproduced": 2, "inconclusive": 1}, "a": {"contradicted": 3}})
-    assert text.splitlines() == ["| experiment | claims | reproduced | contradicted | inconclusive |",
-                                 "|---|---|---|---|---|",
-                                 "| b | 3 | 2 | 0 | 1 |",
-                                 "| a | 3 | 0 | 3 | 0 |"]
+    text = claims.summary_markdown({"b": {"reproduced": 2, "undecided": 1}, "a": {"contradicted": 3}})
+    assert text.splitlines() == ["| experiment | claims | reproduced | contradicted | no difference beyond m | "
+                                 "undecided | vacuous |",
+                                 "|---|---|---|---|---|---|---|",
+                                 "| b | 3 | 2 | 0 | 0 | 1 | 0 |",
+                                 "| a | 3 | 0 | 3 | 0 | 0 | 0 |"]
     with_missing = claims.summary_markdown({"a": {"reproduced": 1, "no data": 2}})
-    assert with_missing.splitlines()[0].endswith("| no data |") and "| a | 3 | 1 | 0 | 0 | 2 |" in with_missing
+    assert with_missing.splitlines()[0].endswith("| no data |") and "| a | 3 | 1 | 0 | 0 | 0 | 0 | 2 |" in with_missing
 
 
 def test_the_committed_inventory_counts_the_committed_verdicts():

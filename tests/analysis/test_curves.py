@@ -34,14 +34,18 @@ def _chosen(selected: pd.DataFrame, eps: float = 1.0) -> set[float]:
 
 
 # ---- selection ------------------------------------------------------------------------------------
-def test_the_best_mean_over_seeds_wins_not_the_best_single_seed():
+def test_pooled_selection_takes_the_best_mean_over_seeds_per_seed_each_seed_its_own_best():
     # lr 1: accuracies 0.9 and 0.5 (mean 0.7, best single seed); lr 2: 0.75 and 0.75 (mean 0.75)
     runs = _runs([(1.0, 1, 0, 0.9, 0.3), (1.0, 1, 1, 0.5, 0.3), (1.0, 2, 0, 0.75, 0.5), (1.0, 2, 1, 0.75, 0.5)])
-    chosen = select(runs, "val_accuracy")
+    per_seed = select(runs, "val_accuracy")  # the default: seed 0 picks lr 1 (0.9), seed 1 lr 2 (0.75)
+    assert dict(zip(per_seed["rep"], per_seed["params"].map(lambda p: json.loads(p)["lr"]))) == {0: 1, 1: 2}
+    chosen = select(runs, "val_accuracy", per="pooled")
     assert _chosen(chosen) == {2} and sorted(chosen["rep"]) == [0, 1]
     assert set(chosen["selected_by"]) == {"val_accuracy"} and set(chosen["candidates"]) == {2}
     assert set(chosen["curve_claim"]) == {"valid per run; selection not private (2 candidates)"}
-    assert _chosen(select(runs, "val_loss")) == {1}  # the lower mean loss, whatever the accuracy
+    assert _chosen(select(runs, "val_loss", per="pooled")) == {1}  # the lower mean loss, whatever the accuracy
+    with pytest.raises(ValueError, match="per must be"):
+        select(runs, "val_accuracy", per="each")
 
 
 def test_every_epsilon_is_selected_on_its_own():

@@ -54,7 +54,8 @@ def pidp_groups():
 def test_every_curve_point_has_the_runs_that_make_its_mean(pidp_groups):
     """The ledger a click opens belongs to the point: the selected runs' values average to the
     curves.csv mean, their ledgers' target epsilon is the point's, and the selected combination is
-    the curve's hyperparameters (private selection: one per seed, the curve names the first)."""
+    the curve's hyperparameters (selection per seed, private or not: one per seed, the curve names the
+    combination most seeds chose)."""
     exp, curves, groups = pidp_groups
     assert len(curves) > 200 and curves["dp_claim"].str.contains("end to end").any()
     checked = 0
@@ -71,8 +72,8 @@ def test_every_curve_point_has_the_runs_that_make_its_mean(pidp_groups):
             assert all(t is None for t in targets) or targets == pytest.approx([row["epsilon"]] * len(targets))
         selected = [c for c in group["candidates"] if c["selected"]]
         assert selected, group["label"]
-        if "private" not in str(group["selected_by"]):
-            assert len(selected) == 1 and len(group["candidates"]) == row["candidates"]
+        if "private" not in str(group["selected_by"]):  # selection per seed: each seed's choice is marked
+            assert 1 <= len(selected) <= row["count"] and len(group["candidates"]) == row["candidates"]
         checked += 1
     assert checked == len(curves)
 

@@ -3,10 +3,12 @@ a relation over the curves tested with paired statistics across seeds, and its v
 
 An experiment's `claims:` block lists them (`parse_claims`, `parse`). What a claim may test is a
 claim kind, one `claim_kind(...)` declaration each (`kinds`: its relations, its own keys with their
-constraints, its statement and its evaluation); the built-in kinds comparison, trend, rate and
-audit are in `builtin`. The paired statistics (Student-t intervals and one-sided p-values, Holm,
-the seeds an inconclusive claim would need) are in `stats`; the verdicts in `verdicts`; the
-tables in `tables`.
+constraints, its statement and its evaluation); the built-in kinds comparison, trend,
+spread, rate and audit are in `builtin`, the screens that mark what cannot inform a claim in
+`screens`. The paired statistics (Student-t intervals and one-sided p-values, partial
+conjunctions for the quantifiers, Holm, the seeds an undecided claim would need) are in `stats`;
+the sequential design of `dpbench decide` (looks, spending, sequential p-values, the family's
+verdicts) in `sequential`; the verdicts in `verdicts`; the tables in `tables`.
 
 Pure tables in, tables out: the per-seed points come from `per_seed_points` (selected runs) and
 the audits table from `dpbench.audit.multi_run`; nothing here trains or reads files.
@@ -17,6 +19,7 @@ from dpbench.analysis.claims.claim import Claim
 from dpbench.analysis.claims.kinds import CLAIM_KINDS, ClaimKind, Field, Reading, claim_kind
 from dpbench.analysis.claims.parse import claim_keys, parse_claims
 from dpbench.analysis.claims.points import POINT_COLUMNS, per_seed_points
+from dpbench.analysis.claims.sequential import DEFAULT_LOOKS, Design
 from dpbench.analysis.claims.stats import ALPHA, MAX_SEEDS, POWER, SubTest, holm, seeds_needed
 from dpbench.analysis.claims.tables import (SUMMARY_BLOCK, VERDICT_ORDER, fill_readme, markdown, readme_block,
                                             summary_markdown, table)
@@ -25,7 +28,8 @@ from dpbench.analysis.claims.verdicts import VERDICTS, Verdict, check_points, ev
 _holm = holm
 _seeds_needed = seeds_needed
 
-__all__ = ["ALPHA", "AXES", "CLAIM_KINDS", "Claim", "ClaimKind", "Field", "MAX_SEEDS", "POINT_COLUMNS", "POWER",
+__all__ = ["ALPHA", "AXES", "CLAIM_KINDS", "Claim", "ClaimKind", "DEFAULT_LOOKS", "Design", "Field", "MAX_SEEDS",
+           "POINT_COLUMNS", "POWER",
            "Reading", "SubTest", "VERDICTS", "Verdict", "check_points", "claim_keys", "claim_kind", "evaluate",
            "fill_readme", "holm", "markdown", "parse_claims", "per_seed_points", "readme_block", "seeds_needed",
            "significant_points", "SUMMARY_BLOCK", "summary_markdown", "table", "VERDICT_ORDER"]

@@ -1,14 +1,25 @@
-"""The built-in claim kinds, one `claim_kind` declaration each:
+"""The built-in claim kinds, one `claim_kind` declaration each. Every kind but audit yields one
+sub-test per (data set panel, model), or per epsilon point with `per: point`; the claim's
+`quantifier` (all | most | some, dpbench.analysis.claims.verdicts) says how many panels must hold.
 
-* comparison: curve A against curve B on a metric over a range of epsilons and panels,
-  relation greater (A - B > margin), less (A - B < -margin) or equivalent (|A - B| < margin).
-  per: panel (default) tests, in each (dataset, model) panel, the mean over the epsilon points
-  of the per-seed difference; per: point tests every epsilon point on its own ("at every
-  epsilon").
-* trend: curve A's metric increases / decreases with epsilon, n (n_train) or d (n_features):
-  per seed, the least-squares slope of the metric against log x; the test is on its mean.
-* rate: the log-log slope of curve A's metric against x lies in an interval [lo, hi]: per seed
-  the slope of log(metric) against log(x); an equivalence test (two one-sided tests).
+* comparison: curve A against curve B on a metric, per seed the mean of A - B over the panel's
+  points (epsilons, and n or d in a sweep). Relations, with margin m >= 0:
+  greater (A - B > m), less (A - B < -m), at_least (A - B > -m: non-inferiority, m required),
+  at_most (A - B < m), equivalent (|A - B| < m, only where a paper says "the same"), differs
+  (A - B outside [-m, m], two-sided; with m > 0 it is contradicted by equivalence within m).
+  `equivalence: e` adds the verdict "no difference beyond e" (two one-sided tests of |A - B| < e)
+  for a claim that is neither shown nor refuted. Screens (dpbench.analysis.claims.screens) leave
+  out comparator points at or below the majority-class line or without a guarantee, and mark a
+  panel vacuous where every other private curve passes a `specific` claim against the
+  non-private line.
+* trend: curve A's metric (or, with b, the difference A - B) increases / decreases with epsilon,
+  n (n_train) or d (n_features): per seed, the least-squares slope against log x.
+* spread: curve A fluctuates more (greater) or less (less) along epsilon than curve B: per seed,
+  the root-mean-square residual of each curve about its own least-squares line against log
+  epsilon, A's minus B's.
+* rate: the log-log slope s of curve A's metric against x: relation upper (s < slope +
+  tolerance: an upper-bound rate, Õ(x^slope), the metric grows no faster, or falls no slower,
+  than the rate) or exact (|s - slope| < tolerance, where a paper states the order exactly).
 * audit: a claimed epsilon is refuted / not refuted (the audits' rigorous bounds at their
   confidence) or loose by a factor (the estimate's interval below claimed / factor), read from
   the audits table (dpbench.audit.multi_run).
@@ -19,10 +30,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from dpbench.analysis.claims import screens
 from dpbench.analysis.claims.kinds import Field, Reading, claim_kind
 from dpbench.analysis.claims.points import at_every_epsilon, scope
 from dpbench.analysis.claims.stats import SubTest, subtest
-from dpbench.core.validation import Interval, Pair, Real, StrOptions, Text
+from dpbench.core.validation import Boolean, Interval, Real, StrOptions, Text
 
 #: the x axes of trend and rate claims: the spec's name -> the points' column
 AXES = {"epsilon": "epsilon", "n": "n_train", "d": "n_features"}
@@ -30,48 +42,112 @@ AXES = {"epsilon": "epsilon", "n": "n_train", "d": "n_features"}
 _TEXT = Text(strip=True)
 _CURVE = (Field("metric", _TEXT), Field("a", _TEXT))
 _OVER = Field("over", StrOptions(AXES), default="epsilon")
+_MARGIN = Interval(Real, 0, None, closed="left")
+_PANEL = ["dataset_panel", "model_label"]
+_POINT = ["dataset_panel", "dataset_label", "model_label", "epsilon"]
+
+
+def _paired(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """Per (panel, data set, model, epsilon, seed), value = A - B (seeds paired)."""
+    keys = _POINT + ["rep"]
+    sides = [side.set_index(keys)["value"] for side in (a, b)]
+    return (sides[0] - sides[1]).dropna().rename("value").reset_index()
+
+
+def _curves(claim, points: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The scoped points, and curves A and B (a non-private B repeated at every epsilon)."""
+    part = scope(claim, points)
+    return part, at_every_epsilon(part[part["label"] == claim.a], part), \
+        at_every_epsilon(part[part["label"] == claim.b], part)
 
 
 # ---- comparison --------------------------------------------------------------------------------
+_SIGN = {"greater": ">", "less": "<", "at_least": "≥", "at_most": "≤", "equivalent": "≈", "differs": "≠"}
+
+
 def _comparison_statement(c) -> str:
-    sign = {"greater": ">", "less": "<", "equivalent": "≈"}[c.relation]
-    margin = f" ± {c.margin:g}" if c.relation == "equivalent" else \
-        (f" {'+' if c.relation == 'greater' else '-'} {c.margin:g}" if c.margin else "")
+    m = c.margin
+    margin = {"greater": f" + {m:g}" if m else "", "less": f" - {m:g}" if m else "", "at_least": f" - {m:g}",
+              "at_most": f" + {m:g}", "equivalent": f" ± {m:g}", "differs": f" beyond ± {m:g}" if m else ""}
     each = ", at every ε" if c.per == "point" else ""
-    return f"{c.metric}: {c.a} {sign} {c.b}{margin}{each}"
+    extra = f"; else no difference beyond {c.equivalence:g}" if c.equivalence else ""
+    return f"{c.metric}: {c.a} {_SIGN[c.relation]} {c.b}{margin[c.relation]}{each}{extra}"
 
 
-@claim_kind("comparison", relations=("greater", "less", "equivalent"), statement=_comparison_statement,
+def _thresholds(relation: str, m: float) -> tuple[float, float | None]:
+    return {"greater": (m, None), "less": (-m, None), "at_least": (-m, None), "at_most": (m, None),
+            "equivalent": (-m, m), "differs": (-m, m)}[relation]
+
+
+def _where(panel: str, model: str, label: str | None = None, eps: float | None = None, dropped: str = "") -> str:
+    text = f"{panel} {model}" + (f" ({label})" if label and label != panel else "")
+    return text + (f", ε = {eps:g}" if eps is not None else "") + (f" [{dropped}]" if dropped else "")
+
+
+@claim_kind("comparison", relations=tuple(_SIGN), statement=_comparison_statement,
             description="curve A against curve B on a metric, per panel or at every epsilon point",
             fields=_CURVE + (
                 Field("b", _TEXT),
-                Field("margin", Interval(Real, 0, None, closed="left"), default=0.0, needed_by=("equivalent",),
-                      hint="an equivalence claim needs its margin (|A - B| < margin, metric units)"),
-                Field("per", StrOptions(("panel", "point")), default="panel")))
+                Field("margin", _MARGIN, default=0.0, needed_by=("equivalent", "at_least", "at_most"),
+                      hint="this relation needs its margin m (metric units): at_least A - B > -m, at_most "
+                           "A - B < m, equivalent |A - B| < m"),
+                Field("equivalence", _MARGIN, default=0.0, relations=("greater", "less", "at_least", "at_most",
+                                                                      "differs"),
+                      hint="the margin e of the verdict 'no difference beyond e'"),
+                Field("per", StrOptions(("panel", "point")), default="panel"),
+                Field("specific", Boolean(), default=False,
+                      hint="true: the claim credits A, so it is vacuous where every other private curve passes")))
 def comparison(claim, points: pd.DataFrame, audits: pd.DataFrame | None = None) -> list[SubTest]:
-    part = scope(claim, points)
-    keys = ["dataset_panel", "dataset_label", "model_label", "epsilon", "rep"]
-    sides = [at_every_epsilon(part[part["label"] == label], part) for label in (claim.a, claim.b)]
-    a, b = (side.set_index(keys)["value"] for side in sides)
-    diff = (a - b).dropna().rename("d").reset_index()
+    part, a, b = _curves(claim, points)
+    diff = _paired(a, b)
+    low, high = _thresholds(claim.relation, claim.margin)
+    screened = pd.DataFrame(columns=_POINT + ["reason"])
+    if screens.losing_side(claim.relation, claim.metric) == "b":
+        screened = screens.screened_points(claim, b, private=bool(part.loc[part["label"] == claim.b,
+                                                                            "epsilon"].notna().any()))
+    if not screened.empty:
+        diff = diff.merge(screened, on=_POINT, how="left")
+    else:
+        diff = diff.assign(reason=np.nan)
+
+    def test(where: str, rows: pd.DataFrame, vacuous: str = "", **at) -> SubTest:
+        return subtest(where, rows.groupby("rep")["value"].mean().to_numpy(), claim.relation, low, high,
+                       equivalence=claim.equivalence or None, vacuous=vacuous, **at)
+
     out = []
-    m = claim.margin
-    low, high, relation = {"greater": (m, None, "greater"), "less": (-m, None, "less"),
-                           "equivalent": (-m, m, "within")}[claim.relation]
-    for (panel, model), group in diff.groupby(["dataset_panel", "model_label"], sort=True):
-        if claim.per == "point":  # a point: one data set of the panel (one n or d of a sweep) at one epsilon
+    for (panel, model), group in diff.groupby(_PANEL, sort=True):
+        declared = screens.declared(claim, panel, model)
+        kept = group[group["reason"].isna()]
+        reasons = sorted(set(group["reason"].dropna()))
+        if claim.per == "point":
             for (label, eps), at in group.groupby(["dataset_label", "epsilon"], sort=True):
-                where = f"{panel} {model}" + (f" ({label})" if label != panel else "") + f", ε = {eps:g}"
-                out.append(subtest(where, at.groupby("rep")["d"].mean().to_numpy(), relation, low, high,
-                                   panel=panel, model=model, epsilon=float(eps)))
-        else:  # per seed, the mean difference over the panel's points (epsilons, and n or d in a sweep)
-            per_seed = group.groupby("rep")["d"].mean()
-            out.append(subtest(f"{panel} {model}", per_seed.to_numpy(), relation, low, high, panel=panel,
-                               model=model))
+                why = declared or "; ".join(sorted(set(at["reason"].dropna())))
+                out.append(test(_where(panel, model, label, eps), at, why, panel=panel, model=model,
+                                epsilon=float(eps)))
+            continue
+        dropped = ""
+        if reasons and not kept.empty:
+            left_out = sorted(group.loc[group["reason"].notna(), "epsilon"].unique())
+            dropped = f"ε {', '.join(f'{e:g}' for e in left_out)} left out: {'; '.join(reasons)}"
+        why = declared or ("; ".join(reasons) if kept.empty else "")
+        result = test(_where(panel, model, dropped=dropped), kept if not kept.empty else group, why, panel=panel,
+                      model=model)
+        if not why and claim.specific:
+            def passes(label: str, panel=panel, model=model, kept=kept) -> bool:
+                other = _paired(at_every_epsilon(part[part["label"] == label], part), b)
+                other = other[(other["dataset_panel"] == panel) & (other["model_label"] == model)]
+                other = other.merge(kept[_POINT].drop_duplicates(), on=_POINT)
+                return not other.empty and screens.passes_at(test("", other).p)
+
+            everyone = screens.others_pass(claim, part, panel, model, passes)
+            if everyone:
+                why = f"every method passes ({', '.join(everyone)})"
+                result = test(_where(panel, model, dropped=dropped), kept, why, panel=panel, model=model)
+        out.append(result)
     return out
 
 
-# ---- trend and rate: slopes against log x ------------------------------------------------------
+# ---- trend, spread and rate: slopes against log x ----------------------------------------------
 def _slope(x: np.ndarray, y: np.ndarray, log_y: bool) -> float:
     x = np.log(x)
     if log_y:
@@ -80,49 +156,106 @@ def _slope(x: np.ndarray, y: np.ndarray, log_y: bool) -> float:
     return float(np.polyfit(x, y, 1)[0]) if np.unique(x).size >= 2 else float("nan")
 
 
-def _slopes(group: pd.DataFrame, x_column: str, log_y: bool) -> np.ndarray:
-    """Per seed, the least-squares slope of the value (or its log) against log x, taken along x
-    with the other coordinates fixed (over epsilon: per data set of the panel; over n or d: per
-    epsilon) and averaged over them."""
+def _residual(x: np.ndarray, y: np.ndarray) -> float:
+    """Root-mean-square residual of y about its least-squares line against log x."""
+    x = np.log(x)
+    if np.unique(x).size < 3:
+        return float("nan")
+    fit = np.polyval(np.polyfit(x, y, 1), x)
+    return float(np.sqrt(np.mean((y - fit) ** 2)))
+
+
+def _per_seed(group: pd.DataFrame, x_column: str, statistic) -> pd.Series:
+    """Per seed, `statistic(x, value)` taken along x with the other coordinates fixed (over
+    epsilon: per data set of the panel; over n or d: per epsilon) and averaged over them."""
     along = "dataset_label" if x_column == "epsilon" else "epsilon"
-    slopes = []
-    for _, seed in group.groupby("rep"):
-        per_line = [_slope(line[x_column].astype(float).to_numpy(), line["value"].astype(float).to_numpy(), log_y)
+    out = {}
+    for rep, seed in group.groupby("rep"):
+        per_line = [statistic(line[x_column].astype(float).to_numpy(), line["value"].astype(float).to_numpy())
                     for _, line in seed.groupby(along, dropna=False)]
         per_line = [v for v in per_line if np.isfinite(v)]
         if per_line:
-            slopes.append(float(np.mean(per_line)))
-    return np.asarray(slopes)
+            out[rep] = float(np.mean(per_line))
+    return pd.Series(out, dtype=float)
 
 
-def _slope_tests(claim, points: pd.DataFrame, log_y: bool, relation: str, low: float,
+def _panel_tests(claim, curve: pd.DataFrame, x_column: str, statistic, relation: str, low: float,
                  high: float | None = None) -> list[SubTest]:
-    """Per (panel, model), the sub-test of curve A's per-seed slopes against log x."""
-    part = scope(claim, points)
-    part = part[part["label"] == claim.a]
-    x_column = AXES[claim.over]
+    """Per (panel, model), the sub-test of the curve's per-seed statistic."""
     out = []
-    for (panel, model), group in part.groupby(["dataset_panel", "model_label"], sort=True):
+    for (panel, model), group in curve.groupby(_PANEL, sort=True):
         group = group[group[x_column].astype(float) > 0]
-        out.append(subtest(f"{panel} {model}", _slopes(group, x_column, log_y), relation, low, high))
+        values = _per_seed(group, x_column, statistic).to_numpy()
+        out.append(subtest(_where(panel, model), values, relation, low, high,
+                           vacuous=screens.declared(claim, panel, model), panel=panel, model=model))
     return out
 
 
-@claim_kind("trend", relations=("increasing", "decreasing"), fields=_CURVE + (_OVER,),
-            statement=lambda c: f"{c.metric} of {c.a} {c.relation} with {c.over}",
-            description="curve A's metric increases or decreases with epsilon, n or d")
+def _trend_statement(c) -> str:
+    subject = f"{c.a} - {c.b}" if c.b else c.a
+    return f"{c.metric} of {subject} {c.relation} with {c.over}"
+
+
+@claim_kind("trend", relations=("increasing", "decreasing"), statement=_trend_statement,
+            fields=_CURVE + (Field("b", [_TEXT, None], default=None,
+                                   hint="a second curve: the trend is then that of the difference A - B"), _OVER),
+            description="curve A's metric, or the difference A - B, increases or decreases with epsilon, n or d")
 def trend(claim, points: pd.DataFrame, audits: pd.DataFrame | None = None) -> list[SubTest]:
-    return _slope_tests(claim, points, False, claim.relation, 0.0)
+    _, a, b = _curves(claim, points)
+    curve = _paired(a, b) if claim.b else a
+    if claim.b:  # the paired difference keeps n and d from A's points
+        extra = [c for c in ("n_train", "n_features") if c in a]
+        curve = curve.merge(a[_POINT + ["rep"] + extra].drop_duplicates(_POINT + ["rep"]), on=_POINT + ["rep"])
+    return _panel_tests(claim, curve, AXES[claim.over], lambda x, y: _slope(x, y, False), claim.relation, 0.0)
 
 
-@claim_kind("rate", relations=("within",),
-            fields=_CURVE + (_OVER, Field("interval", Pair(Interval(Real)),
-                                          hint="the [low, high] interval of the log-log slope")),
-            statement=lambda c: (f"{c.metric} of {c.a} ~ {c.over}^s, s in [{c.interval[0]:g}, "
-                                 f"{c.interval[1]:g}]"),
-            description="the log-log slope of curve A's metric against epsilon, n or d lies in an interval")
+@claim_kind("spread", relations=("greater", "less"),
+            statement=lambda c: f"{c.metric}: {c.a} fluctuates {'more' if c.relation == 'greater' else 'less'} "
+                                f"than {c.b} along ε",
+            fields=_CURVE + (Field("b", _TEXT),),
+            description="curve A fluctuates more or less than curve B along epsilon (RMS residual about a line)")
+def spread(claim, points: pd.DataFrame, audits: pd.DataFrame | None = None) -> list[SubTest]:
+    part = scope(claim, points)
+    part = part[part["epsilon"].notna()]
+    rough = {label: _per_curve(part[part["label"] == label]) for label in (claim.a, claim.b)}
+    both = rough[claim.a].add_suffix("_a").join(rough[claim.b].add_suffix("_b"), how="inner")
+    out = []
+    for (panel, model), group in both.groupby(level=[0, 1], sort=True):
+        values = (group["value_a"] - group["value_b"]).to_numpy()
+        out.append(subtest(_where(panel, model), values, claim.relation, 0.0,
+                           vacuous=screens.declared(claim, panel, model), panel=panel, model=model))
+    return out
+
+
+def _per_curve(curve: pd.DataFrame) -> pd.DataFrame:
+    """Per (panel, model, seed), the curve's RMS residual about its line against log epsilon."""
+    rows = []
+    for (panel, model), group in curve.groupby(_PANEL, sort=True):
+        for rep, value in _per_seed(group, "epsilon", _residual).items():
+            rows.append((panel, model, rep, value))
+    return pd.DataFrame(rows, columns=_PANEL + ["rep", "value"]).set_index(_PANEL + ["rep"])
+
+
+@claim_kind("rate", relations=("upper", "exact"),
+            fields=_CURVE + (_OVER, Field("slope", Interval(Real), hint="the rate's exponent: the metric ~ x^slope"),
+                             Field("tolerance", _MARGIN, default=0.0,
+                                   hint="how far the fitted slope may exceed (upper) or miss (exact) the exponent")),
+            statement=lambda c: (f"{c.metric} of {c.a} ~ {c.over}^s, s < {c.slope:g}"
+                                 + (f" + {c.tolerance:g}" if c.tolerance else "") if c.relation == "upper" else
+                                 f"{c.metric} of {c.a} ~ {c.over}^s, s = {c.slope:g} ± {c.tolerance:g}"),
+            description="the log-log slope of curve A's metric against epsilon, n or d: an upper-bound rate "
+                        "(not exceeded) or an exact order")
 def rate(claim, points: pd.DataFrame, audits: pd.DataFrame | None = None) -> list[SubTest]:
-    return _slope_tests(claim, points, True, "within", *claim.interval)
+    part = scope(claim, points)
+    curve = part[part["label"] == claim.a]
+
+    def statistic(x: np.ndarray, y: np.ndarray) -> float:
+        return _slope(x, y, True)
+
+    if claim.relation == "upper":
+        return _panel_tests(claim, curve, AXES[claim.over], statistic, "at_most", claim.slope + claim.tolerance)
+    return _panel_tests(claim, curve, AXES[claim.over], statistic, "within", claim.slope - claim.tolerance,
+                        claim.slope + claim.tolerance)
 
 
 # ---- audit -------------------------------------------------------------------------------------
@@ -171,4 +304,4 @@ def audit(claim, points: pd.DataFrame | None, audits: pd.DataFrame | None) -> Re
     return Reading(verdict, evidence)
 
 
-__all__ = ["AXES", "audit", "comparison", "rate", "trend"]
+__all__ = ["AXES", "audit", "comparison", "rate", "spread", "trend"]

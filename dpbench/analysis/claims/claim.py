@@ -10,9 +10,11 @@ from dpbench.analysis.claims.kinds import CLAIM_KINDS
 
 @dataclass(frozen=True)
 class Claim:
-    """A parsed claim (`parse_claims`). Every kind has id, source, quote, kind, relation, note and
-    a scope (an epsilon range, data set and model labels); `fields` holds the kind's own fields
-    (`ClaimKind.fields`, defaults filled in), read as attributes: `claim.metric`, `claim.margin`."""
+    """A parsed claim (`parse_claims`). Every kind has id, source, quote, kind, relation, note, a
+    scope (an epsilon range, data set and model labels), a quantifier over its panels (all, most
+    or some: how many must hold) and the panels it declares uninformative (each a mapping with
+    datasets, models and reason); `fields` holds the kind's own fields (`ClaimKind.fields`,
+    defaults filled in), read as attributes: `claim.metric`, `claim.margin`."""
 
     id: str
     source: str
@@ -23,6 +25,8 @@ class Claim:
     datasets: tuple[str, ...] = ()
     models: tuple[str, ...] = ()
     note: str = ""
+    quantifier: str = "all"
+    uninformative: tuple[dict, ...] = ()
     fields: tuple[tuple[str, Any], ...] = ()
 
     def __getattr__(self, name: str) -> Any:
@@ -42,6 +46,8 @@ class Claim:
             parts.append(", ".join(self.datasets))
         if self.models:
             parts.append(", ".join(self.models))
+        if self.quantifier != "all":
+            parts.append(f"on {self.quantifier} panel{'s' if self.quantifier == 'most' else ''}")
         return f" ({'; '.join(parts)})" if parts else ""
 
     @property

@@ -14,7 +14,10 @@ from dpbench.core.validation import Interval, Mapping, Pair, Real, Sequence, Str
 
 #: keys every claim has before its kind's own, and after them (its scope and a note)
 HEAD_KEYS = ("id", "source", "quote", "kind", "relation")
-SCOPE_KEYS = ("epsilons", "datasets", "models", "note")
+SCOPE_KEYS = ("epsilons", "datasets", "models", "quantifier", "uninformative", "note")
+#: how many of a claim's panels must hold (dpbench.analysis.claims.stats.needed)
+QUANTIFIERS = ("all", "most", "some")
+UNINFORMATIVE_KEYS = ("datasets", "models", "reason")
 ID = Text(pattern=r"[a-z0-9][a-z0-9-]*", what="lower-case letters, digits and '-'", strip=True)
 TEXT = Text(strip=True)
 LABELS = Sequence(Text(), what="a non-empty list of labels")
@@ -34,6 +37,25 @@ def _text(entry: dict, key: str, path: str, required: bool = True) -> str | None
             raise missing(f"{path}.{key}")
         return None
     return validate(f"{path}.{key}", value, TEXT)
+
+
+def _uninformative(value: Any, path: str) -> tuple[dict, ...]:
+    """The panels a claim declares uninformative: a list of {datasets, models, reason} (datasets or
+    models may be left out: every one), each with its reason."""
+    entries = validate(path, value, [Sequence(Mapping("a mapping with keys datasets, models, reason"),
+                                              what="a list of {datasets, models, reason}"), None]) or ()
+    out = []
+    for i, entry in enumerate(entries):
+        where = f"{path}[{i}]"
+        for key in entry:
+            if key not in UNINFORMATIVE_KEYS:
+                raise unknown_key(where, key, UNINFORMATIVE_KEYS)
+        if entry.get("reason") is None:
+            raise missing(f"{where}.reason", "say why these panels cannot inform the claim")
+        out.append({"datasets": tuple(validate(f"{where}.datasets", entry.get("datasets"), [LABELS, None]) or ()),
+                    "models": tuple(validate(f"{where}.models", entry.get("models"), [LABELS, None]) or ()),
+                    "reason": validate(f"{where}.reason", entry["reason"], TEXT)})
+    return tuple(out)
 
 
 def _article(word: str) -> str:
@@ -82,13 +104,17 @@ def parse_claims(value: Any, path: str = "claims") -> tuple[Claim, ...]:
             if key not in HEAD_KEYS + SCOPE_KEYS and key not in fields:
                 raise SpecError(f"{where}.{key}: does not apply to {a_kind}")
         epsilons = entry.get("epsilons")
+        quantifier = validate(f"{where}.quantifier", entry.get("quantifier", "all"), StrOptions(QUANTIFIERS),
+                              note="how many panels must hold")
         out.append(Claim(id=cid, source=_text(entry, "source", where), quote=_text(entry, "quote", where),
                          kind=kind.name, relation=relation, note=_text(entry, "note", where, False) or "",
                          epsilons=None if epsilons is None else validate(f"{where}.epsilons", epsilons, EPSILONS),
                          datasets=validate(f"{where}.datasets", entry.get("datasets"), [LABELS, None]) or (),
                          models=validate(f"{where}.models", entry.get("models"), [LABELS, None]) or (),
+                         quantifier=quantifier, uninformative=_uninformative(entry.get("uninformative"),
+                                                                             f"{where}.uninformative"),
                          fields=tuple(fields.items())))
     return tuple(out)
 
 
-__all__ = ["HEAD_KEYS", "SCOPE_KEYS", "claim_keys", "parse_claims"]
+__all__ = ["HEAD_KEYS", "QUANTIFIERS", "SCOPE_KEYS", "claim_keys", "parse_claims"]

@@ -10,12 +10,14 @@ import pandas as pd
 
 #: columns of the per-seed points table the claim kinds read
 POINT_COLUMNS = ["label", "dataset_label", "dataset_panel", "model_label", "epsilon", "n_train", "n_features",
-                 "metric", "rep", "value"]
+                 "metric", "rep", "value", "dp_claim", "majority"]
 
 
-def per_seed_points(selected: dict[str, pd.DataFrame]) -> pd.DataFrame:
+def per_seed_points(selected: dict[str, pd.DataFrame], majority: dict[str, float] | None = None) -> pd.DataFrame:
     """Long table (`POINT_COLUMNS`) of the selected runs (curves.selected_by_metric): one row per
-    curve point, metric and seed."""
+    curve point, metric and seed, with the run's privacy claim (`dp_claim`) and the accuracy of
+    predicting the majority class of the data set's test split (`majority`, from `majority` keyed
+    by data set label; NaN where unknown), which the screens read."""
     parts = []
     for metric, runs in selected.items():
         if runs.empty or metric not in runs:
@@ -24,9 +26,10 @@ def per_seed_points(selected: dict[str, pd.DataFrame]) -> pd.DataFrame:
         if "dataset_panel" not in part:
             part = part.assign(dataset_panel=part["dataset_label"])
         part = part.assign(dataset_panel=part["dataset_panel"].fillna(part["dataset_label"]))
-        for column in ("n_train", "n_features"):
+        for column in ("n_train", "n_features", "dp_claim"):
             if column not in part:
                 part = part.assign(**{column: np.nan})
+        part = part.assign(majority=part["dataset_label"].map(majority or {}).astype(float))
         parts.append(part[POINT_COLUMNS])
     if not parts:
         return pd.DataFrame(columns=POINT_COLUMNS)

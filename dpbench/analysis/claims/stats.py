@@ -41,6 +41,8 @@ class SubTest:
     panel: str = ""
     model: str = ""
     epsilon: float = float("nan")  # a sub-test of one epsilon point (per-point comparisons); NaN otherwise
+    p_eq: float = float("nan")  # no difference beyond the claim's equivalence margin (NaN: none declared)
+    vacuous: str = ""  # why this sub-test cannot inform the claim (a screen: `dpbench.analysis.claims.screens`)
 
 
 def t_summary(values: np.ndarray) -> tuple[int, float, float, float, float]:
@@ -53,54 +55,112 @@ def t_summary(values: np.ndarray) -> tuple[int, float, float, float, float]:
     return n, mean, sd, se, q
 
 
-def upper_p(mean: float, threshold: float, se: float, n: int) -> float:
-    """One-sided p of "mean > threshold" (null: mean <= threshold)."""
-    if n < 2:
-        return float("nan")
-    if se == 0:
-        return 0.0 if mean > threshold else 1.0
-    return float(stats.t.sf((mean - threshold) / se, n - 1))
+def upper_p(mean: float | np.ndarray, threshold: float, se: float | np.ndarray,
+            n: int | np.ndarray) -> float | np.ndarray:
+    """One-sided p of "mean > threshold" (null: mean <= threshold): NaN for fewer than 2 seeds, 0 or
+    1 when the spread is 0. Scalars give a float; arrays (broadcast together) give an array."""
+    mean, se, n = np.asarray(mean, dtype=float), np.asarray(se, dtype=float), np.asarray(n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = np.where(n < 2, np.nan, np.where(se == 0, np.where(mean > threshold, 0.0, 1.0),
+                                             stats.t.sf((mean - threshold) / se, np.maximum(n - 1, 1))))
+    return float(p) if p.ndim == 0 else p
 
 
-def lower_p(mean: float, threshold: float, se: float, n: int) -> float:
-    """One-sided p of "mean < threshold" (null: mean >= threshold)."""
-    if n < 2:
-        return float("nan")
-    if se == 0:
-        return 0.0 if mean < threshold else 1.0
-    return float(stats.t.cdf((mean - threshold) / se, n - 1))
+def lower_p(mean: float | np.ndarray, threshold: float, se: float | np.ndarray,
+            n: int | np.ndarray) -> float | np.ndarray:
+    """One-sided p of "mean < threshold" (null: mean >= threshold): NaN for fewer than 2 seeds, 0 or
+    1 when the spread is 0. Scalars give a float; arrays (broadcast together) give an array."""
+    mean, se, n = np.asarray(mean, dtype=float), np.asarray(se, dtype=float), np.asarray(n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = np.where(n < 2, np.nan, np.where(se == 0, np.where(mean < threshold, 0.0, 1.0),
+                                             stats.t.cdf((mean - threshold) / se, np.maximum(n - 1, 1))))
+    return float(p) if p.ndim == 0 else p
 
 
-def subtest(where: str, values: np.ndarray, relation: str, low: float, high: float | None = None,
-            **at: Any) -> SubTest:
-    """The summary of per-seed values for "mean > low" (greater / increasing: high None),
-    "mean < low" (less / decreasing: relation given), or "low < mean < high" (equivalent / within)."""
+#: relation -> where the statistic must lie for the relation to hold: above `low`, below `low`, inside
+#: (low, high) or outside it
+SIDES = {"greater": "above", "increasing": "above", "at_least": "above", "less": "below", "decreasing": "below",
+         "at_most": "below", "within": "inside", "equivalent": "inside", "outside": "outside", "differs": "outside"}
+
+
+def within_p(mean: float, low: float, high: float, se: float, n: int) -> tuple[float, float]:
+    """(p that low < mean < high, p that the mean lies outside): two one-sided tests (Schuirmann
+    1987) for the first, and for the second the smaller one-sided p of lying beyond either end,
+    doubled (Bonferroni over the two ends)."""
+    inside = max(upper_p(mean, low, se, n), lower_p(mean, high, se, n))
+    outside = min(1.0, 2 * min(lower_p(mean, low, se, n), upper_p(mean, high, se, n)))
+    return inside, outside
+
+
+def subtest(where: str, values: np.ndarray, relation: str, low: float, high: float | None = None, *,
+            equivalence: float | None = None, vacuous: str = "", **at: Any) -> SubTest:
+    """The summary of per-seed values and the p-values of the relation (`SIDES`): "mean > low"
+    (greater, increasing, at_least), "mean < low" (less, decreasing, at_most), "low < mean < high"
+    (within, equivalent) or "mean outside [low, high]" (outside, differs). `p` is that it holds,
+    `p_opp` that it fails, `p_eq` (with `equivalence` m > 0) that |mean| < m: the "no difference
+    beyond m" a claim may declare besides its relation."""
     values = np.asarray(values, dtype=float)
     values = values[np.isfinite(values)]
     n, mean, sd, se, q = t_summary(values)
     ci = (mean - q * se, mean + q * se) if n > 1 else (float("nan"), float("nan"))
-    if relation in ("greater", "increasing"):
+    side = SIDES[relation]
+    if side == "above":
         p, p_opp, distance = upper_p(mean, low, se, n), lower_p(mean, low, se, n), mean - low
-    elif relation in ("less", "decreasing"):
+    elif side == "below":
         p, p_opp, distance = lower_p(mean, low, se, n), upper_p(mean, low, se, n), low - mean
-    else:  # within [low, high]: two one-sided tests; the opposite is outside on either side
-        p = max(upper_p(mean, low, se, n), lower_p(mean, high, se, n))
-        p_opp = min(1.0, 2 * min(lower_p(mean, low, se, n), upper_p(mean, high, se, n)))
+    elif side == "inside":
+        p, p_opp = within_p(mean, low, high, se, n)
         distance = min(mean - low, high - mean)
+    else:
+        p_opp, p = within_p(mean, low, high, se, n)
+        distance = max(low - mean, mean - high)
+    p_eq = within_p(mean, -equivalence, equivalence, se, n)[0] if equivalence else float("nan")
     return SubTest(where=where, n=n, effect=mean, ci_low=ci[0], ci_high=ci[1], p=p, p_opp=p_opp, sd=sd,
-                   distance=distance, **at)
+                   distance=distance, p_eq=p_eq, vacuous=vacuous, **at)
 
 
-def holm(p: list[float]) -> list[float]:
-    """Holm step-down adjusted p-values (NaN stays NaN and is not counted)."""
+def partial_conjunction(p: list[float], r: int) -> float:
+    """p-value that at least r of the hypotheses hold, from their p-values: (m - r + 1) times the
+    r-th smallest (Benjamini and Heller 2008, Bonferroni combination; valid under any dependence).
+    r = m is the intersection-union test (the largest p), r = 1 Bonferroni (m times the smallest)."""
+    values = np.sort(np.nan_to_num(np.asarray(p, dtype=float), nan=1.0))
+    m = values.size
+    if m == 0 or not 1 <= r <= m:
+        return float("nan")
+    return float(min(1.0, (m - r + 1) * values[r - 1]))
+
+
+def needed(quantifier: str, m: int) -> int:
+    """How many of m panels must hold for a claim with this quantifier: all, most (more than
+    half) or some (one)."""
+    return {"all": m, "most": m // 2 + 1, "some": 1}[quantifier]
+
+
+def holm(p: list[float], cap: int | None = None) -> list[float]:
+    """Holm (1979) step-down adjusted p-values (NaN stays NaN and is not counted): the m finite
+    p-values in increasing order, the one at rank r (0-based) times the multiplier m - r, capped at
+    1, and each adjusted value at least the one before it. A hypothesis is rejected at level a when
+    its adjusted p <= a.
+
+    `cap` (an int >= 1) lowers the multiplier at rank r to min(m - r, cap). That keeps the
+    family-wise error at most a whenever no more than `cap` of the family's null hypotheses can be
+    true at once: Holm's proof needs only that the multiplier at the first true null rejected is at
+    least the number m0 of true nulls (that null is then rejected only if some true null has
+    p <= a / m0, which happens with probability <= a by the union bound). Without a cap that holds
+    because at most m - r hypotheses remain at rank r and they include every true null; with one it
+    holds too when m0 <= cap. An example: a claim's two complementary one-sided hypotheses, "the
+    relation holds" and "the relation fails", of which exactly one null is true, so a family of c
+    such claims has at most c true nulls among its 2c hypotheses. cap=None is plain Holm."""
+    if cap is not None and (int(cap) != cap or cap < 1):
+        raise ValueError(f"holm: cap must be an integer >= 1, got {cap!r}")
     values = np.asarray(p, dtype=float)
     out = np.full(values.size, np.nan)
     finite = np.flatnonzero(np.isfinite(values))
     order = finite[np.argsort(values[finite], kind="stable")]
-    m, running = order.size, 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * values[i]))
-        out[i] = running
+    multiplier = order.size - np.arange(order.size)
+    if cap is not None:
+        multiplier = np.minimum(multiplier, int(cap))
+    out[order] = np.maximum.accumulate(np.minimum(1.0, multiplier * values[order])) if order.size else []
     return out.tolist()
 
 
@@ -128,15 +188,26 @@ def seeds_needed(test: SubTest, level: float) -> float:
     return float(high)
 
 
-def seeds_to_decide(tests: list[SubTest], level: float) -> float:
+def seeds_to_decide(tests: list[SubTest], level: float, r: int | None = None) -> float:
     """Seeds at which the claim would be decided if every sub-test kept its observed effect and
-    spread: contradicted by its most contrary sub-test (at level / #sub-tests, the Bonferroni
-    share), or reproduced once every sub-test is (at `level`): the smaller of the two."""
-    against = [seeds_needed(t, level / len(tests)) for t in tests if t.distance < 0]
-    support = [seeds_needed(t, level) for t in tests] if all(t.distance > 0 for t in tests) else [float("inf")]
-    options = [n for n in [min(against) if against else float("inf"), max(support)] if np.isfinite(n)]
+    spread, jointly over its panels: reproduced once r of them (default: all) are, each at level /
+    (m - r + 1) (the partial conjunction's share), or contradicted once m - r + 1 of them show
+    the opposite, each at level / r: the smaller of the two seed counts."""
+    m = len(tests)
+    if not m:
+        return float("nan")
+    r = m if r is None else r
+
+    def kth(counts: list[float], k: int) -> float:
+        counts = sorted(counts)
+        return counts[k - 1] if len(counts) >= k else float("inf")
+
+    support = [seeds_needed(t, level / (m - r + 1)) if t.distance > 0 else float("inf") for t in tests]
+    against = [seeds_needed(t, level / r) if t.distance < 0 else float("inf") for t in tests]
+    options = [n for n in (kth(support, r), kth(against, m - r + 1)) if np.isfinite(n)]
     return float(min(options)) if options else float("inf")
 
 
-__all__ = ["ALPHA", "MAX_SEEDS", "POWER", "SubTest", "holm", "lower_p", "seeds_needed", "seeds_to_decide", "subtest",
+__all__ = ["ALPHA", "MAX_SEEDS", "POWER", "SIDES", "SubTest", "holm", "lower_p", "needed", "partial_conjunction",
+           "within_p", "seeds_needed", "seeds_to_decide", "subtest",
            "t_summary", "upper_p"]

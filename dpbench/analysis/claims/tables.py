@@ -20,6 +20,15 @@ def _fmt(value: float, digits: int = 3) -> str:
     return f"{value:.{digits}g}"
 
 
+def verdict_text(v: Verdict) -> str:
+    """The verdict in words: "undecided at 5 seeds", "no difference beyond 0.02", "vacuous (reason)"."""
+    if v.verdict == "undecided" and v.deciding is not None:
+        return f"undecided at {v.deciding.n} seeds"
+    if v.verdict == "no difference beyond m":
+        return f"no difference beyond {getattr(v.claim, 'equivalence', 0.0):g}"
+    return v.verdict
+
+
 def markdown(verdicts: list[Verdict]) -> str:
     """claims.md: the verdict table a paper's docs page leads with."""
     lines = ["| claim | source | relation tested | effect [95 % CI] (deciding panel) | p (Holm) | verdict | seeds |",
@@ -27,19 +36,21 @@ def markdown(verdicts: list[Verdict]) -> str:
     for v in verdicts:
         r = v.row()
         quote = r["quote"] if len(r["quote"]) <= 90 else r["quote"][:87] + "…"
-        if v.tests:
+        if v.tests and v.verdict != "vacuous":
             effect = f"{_fmt(r['effect'])} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}] ({r['where']})"
-            p = _fmt(v.p_opp_holm if v.verdict == "contradicted" else v.p_holm, 2)
-            seeds = f"{r['seeds']}" + (f" (needs ~{_fmt(v.seeds_needed, 3)})" if v.verdict == "inconclusive" else "")
+            adjusted = {"contradicted": v.p_opp_holm, "no difference beyond m": v.p_eq_holm}.get(v.verdict, v.p_holm)
+            p = _fmt(adjusted, 2)
+            seeds = f"{r['seeds']}" + (f" (needs ~{_fmt(v.seeds_needed, 3)})" if v.verdict == "undecided" else "")
         else:
             effect, p, seeds = r["where"], "–", "–"
-        lines.append(f"| `{v.claim.id}`: “{quote}” | {r['source']} | {r['claim']} | {effect} | {p} | "
-                     f"**{v.verdict}** | {seeds} |")
+        screened = f"<br>vacuous: {r['vacuous']}" if r["vacuous"] else ""
+        lines.append(f"| `{v.claim.id}`: “{quote}” | {r['source']} | {r['claim']} | {effect}{screened} | {p} | "
+                     f"**{verdict_text(v)}** | {seeds} |")
     return "\n".join(lines) + "\n"
 
 
 #: every verdict a claim can get, in the order counts and summaries list them
-VERDICT_ORDER = ("reproduced", "contradicted", "inconclusive", "no data")
+VERDICT_ORDER = ("reproduced", "contradicted", "no difference beyond m", "undecided", "vacuous", "no data")
 #: the block name of the summary table (`summary_markdown`) in a Markdown file
 SUMMARY_BLOCK = "summary"
 
@@ -70,4 +81,5 @@ def fill_readme(text: str, name: str, table_markdown: str) -> str:
     return text[:i + len(start)] + "\n" + table_markdown.rstrip("\n") + "\n" + text[j:]
 
 
-__all__ = ["SUMMARY_BLOCK", "VERDICT_ORDER", "fill_readme", "markdown", "readme_block", "summary_markdown", "table"]
+__all__ = ["SUMMARY_BLOCK", "VERDICT_ORDER", "fill_readme", "markdown", "readme_block", "summary_markdown", "table",
+           "verdict_text"]

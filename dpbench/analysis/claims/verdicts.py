@@ -1,15 +1,25 @@
 """A claim's verdict from its kind's evaluation, and what is read off the verdicts: the points the
 figures mark and the points `dpbench check` compares.
 
-A claim over several sub-tests holds only if every one does (intersection-union: p = the
-largest p); it is contradicted when some sub-test shows the opposite (p_opp = the smallest p_opp
-times the number of sub-tests, Bonferroni). Across the claims of one experiment (one paper) both
-p and p_opp are Holm-adjusted. Verdict: **reproduced** when the adjusted p <= ALPHA,
-**contradicted** when the adjusted p_opp <= ALPHA, else **inconclusive**, with the number of
-seeds a one-sided test at the Bonferroni level ALPHA / (claims) would need for 80 % power at the
-observed effect and spread (`seeds_needed`: for the sub-test furthest from deciding). A kind that
-reads its verdict (a `Reading`, the audit kind) has no p-value and takes no part in the Holm
-adjustment.
+Per claim, three hypotheses: the relation holds (p), it fails (p_opp), and, where the claim
+declares an equivalence margin e, there is no difference beyond e (p_eq). Its sub-tests (one per
+panel, or per epsilon point) combine by the claim's quantifier: with r of its m non-vacuous
+panels required to hold (all: m, most: more than half, some: 1), "holds" is the partial
+conjunction "at least r panels hold" ((m - r + 1) times the r-th smallest p; r = m: the largest
+p, the intersection-union test), "fails" the partial conjunction "at least m - r + 1 panels
+fail" of the p_opp, and likewise for the equivalence (`stats.partial_conjunction`).
+
+Seeds may be added in rounds (`dpbench decide`, a `decide:` block in the spec): the claim is then
+tested at each look of the design (the first n_k seeds of every panel) and its p-values are
+sequential (`sequential.sequential_p`: the smallest p_k / w_k over the looks reached, w the
+spending weights), valid under the optional stopping of the rounds. Without a design there is one
+look with every seed. Across the claims of one experiment all three hypotheses of every claim are
+one Holm family (`sequential.family_verdicts`). Verdict: **reproduced** when "holds" is rejected,
+**contradicted** when "fails" is, **no difference beyond e** when the equivalence is, else
+**undecided** (with the seeds the panels had, and `seeds_needed`: the seeds at which the observed
+effects would decide it). A claim whose every sub-test a screen marks (dpbench.analysis.claims.
+screens) is **vacuous**; a kind that reads its verdict (a `Reading`, the audit kind) has no
+p-value and takes no part in the Holm adjustment.
 """
 
 from __future__ import annotations
@@ -21,9 +31,12 @@ import pandas as pd
 
 from dpbench.analysis.claims.claim import Claim
 from dpbench.analysis.claims.kinds import CLAIM_KINDS, Reading
-from dpbench.analysis.claims.stats import ALPHA, SubTest, holm, seeds_to_decide
+from dpbench.analysis.claims.points import scope
+from dpbench.analysis.claims.sequential import Design, family_verdicts, sequential_p
+from dpbench.analysis.claims.stats import ALPHA, SubTest, needed, partial_conjunction, seeds_to_decide
 
-VERDICTS = {"reproduced": 1, "inconclusive": 0, "contradicted": -1}
+#: verdict -> its value as a regression-check point (`check_points`)
+VERDICTS = {"reproduced": 1, "undecided": 0, "contradicted": -1, "no difference beyond m": 2, "vacuous": 3}
 
 
 @dataclass
@@ -31,62 +44,127 @@ class Verdict:
     """A claim's verdict and the statistics it rests on (`row()` is its table row)."""
 
     claim: Claim
-    verdict: str  # reproduced | contradicted | inconclusive | no data
-    tests: list[SubTest] = field(default_factory=list)
-    p: float = float("nan")  # intersection-union p (largest over sub-tests)
-    p_opp: float = float("nan")  # Bonferroni over sub-tests
+    verdict: str  # reproduced | contradicted | no difference beyond m | undecided | vacuous | no data
+    tests: list[SubTest] = field(default_factory=list)  # at the last look reached, vacuous ones included
+    p: float = float("nan")  # sequential p of "holds" (the quantifier's partial conjunction at each look)
+    p_opp: float = float("nan")  # ... of "fails"
+    p_eq: float = float("nan")  # ... of "no difference beyond e" (NaN: no margin declared)
     p_holm: float = float("nan")
     p_opp_holm: float = float("nan")
+    p_eq_holm: float = float("nan")
     seeds_needed: float = float("nan")
+    looks: int = 0  # looks of the design reached (1 without a design)
     evidence: str = ""  # a kind that reads its verdict: what the table it read says
+
+    @property
+    def live(self) -> list[SubTest]:
+        """The sub-tests no screen marked vacuous."""
+        return [t for t in self.tests if not t.vacuous]
 
     @property
     def deciding(self) -> SubTest | None:
         """The sub-test the verdict turns on: the one with the strongest contrary evidence when
-        contradicted, else the weakest support (largest p)."""
-        if not self.tests:
+        contradicted, else the weakest support (largest p); for a vacuous claim, its first."""
+        tests = self.live or self.tests
+        if not tests:
             return None
         if self.verdict == "contradicted":
-            return min(self.tests, key=lambda t: (np.nan_to_num(t.p_opp, nan=1.0)))
-        return max(self.tests, key=lambda t: (np.nan_to_num(t.p, nan=1.0)))
+            return min(tests, key=lambda t: (np.nan_to_num(t.p_opp, nan=1.0)))
+        if self.verdict == "no difference beyond m":
+            return max(tests, key=lambda t: (np.nan_to_num(t.p_eq, nan=1.0)))
+        return max(tests, key=lambda t: (np.nan_to_num(t.p, nan=1.0)))
+
+    @property
+    def vacuous_reasons(self) -> str:
+        """The screened sub-tests, "where: reason; ..." (empty when none)."""
+        return "; ".join(f"{t.where}: {t.vacuous}" for t in self.tests if t.vacuous)
 
     def row(self) -> dict:
         c, t = self.claim, self.deciding
         return {
             "id": c.id, "source": c.source, "quote": c.quote, "kind": c.kind, "claim": c.statement,
-            "verdict": self.verdict, "where": t.where if t else self.evidence,
+            "quantifier": c.quantifier, "verdict": self.verdict, "where": t.where if t else self.evidence,
             "effect": t.effect if t else np.nan, "ci_low": t.ci_low if t else np.nan,
-            "ci_high": t.ci_high if t else np.nan, "seeds": t.n if t else np.nan, "p": self.p,
-            "p_holm": self.p_holm, "p_contra": self.p_opp, "p_contra_holm": self.p_opp_holm,
-            "subtests": len(self.tests), "seeds_needed": self.seeds_needed, "note": c.note,
+            "ci_high": t.ci_high if t else np.nan, "seeds": t.n if t else np.nan, "looks": self.looks,
+            "p": self.p, "p_holm": self.p_holm, "p_contra": self.p_opp, "p_contra_holm": self.p_opp_holm,
+            "p_equiv": self.p_eq, "p_equiv_holm": self.p_eq_holm, "subtests": len(self.live),
+            "vacuous": self.vacuous_reasons, "seeds_needed": self.seeds_needed, "note": c.note,
         }
 
 
-def evaluate(claims: tuple[Claim, ...], points: pd.DataFrame, audits: pd.DataFrame | None = None) -> list[Verdict]:
+def combine(tests: list[SubTest], quantifier: str) -> tuple[float, float, float]:
+    """(p holds, p fails, p no difference beyond e) of a claim's non-vacuous sub-tests at one look,
+    by its quantifier (module docstring)."""
+    m = len(tests)
+    r = needed(quantifier, m)
+    return (partial_conjunction([t.p for t in tests], r), partial_conjunction([t.p_opp for t in tests], m - r + 1),
+            partial_conjunction([t.p_eq for t in tests], m - r + 1))
+
+
+def look_points(points: pd.DataFrame, count: dict[str, int]) -> pd.DataFrame:
+    """The points of each data set's first `count[label]` seeds (in seed order)."""
+    if points.empty:
+        return points
+    rank = points.groupby("dataset_label")["rep"].rank(method="dense").astype(int)
+    limit = points["dataset_label"].map(count).astype(float)
+    return points[rank <= limit]
+
+
+def seed_counts(points: pd.DataFrame) -> dict[str, int]:
+    """The number of seeds each data set label has in the points."""
+    if points.empty:
+        return {}
+    return points.groupby("dataset_label")["rep"].nunique().astype(int).to_dict()
+
+
+def evaluate(claims: tuple[Claim, ...], points: pd.DataFrame, audits: pd.DataFrame | None = None,
+             design: Design | None = None, scale: dict[str, int] | None = None) -> list[Verdict]:
     """Verdicts of an experiment's claims (module docstring) from its per-seed points
-    (`POINT_COLUMNS`) and its audits table, each claim evaluated by its kind."""
+    (`POINT_COLUMNS`) and its audits table, each claim evaluated by its kind. With a `design`,
+    look k tests the first looks[k] x scale[data set] seeds of every data set (scale 1 unless
+    given), and only looks every data set of the claim has reached count."""
+    available = seed_counts(points)
     verdicts = []
     for claim in claims:
-        result = CLAIM_KINDS.lookup(claim.kind).evaluate(claim, points, audits)
+        kind = CLAIM_KINDS.lookup(claim.kind)
+        result = kind.evaluate(claim, points, audits)
         if isinstance(result, Reading):
-            verdicts.append(Verdict(claim, result.verdict, evidence=result.evidence))
+            verdict = "undecided" if result.verdict == "inconclusive" else result.verdict
+            verdicts.append(Verdict(claim, verdict, evidence=result.evidence))
             continue
-        tests = [t for t in result if t.n > 0]
+        tests = [t for t in result if t.n > 0 or t.vacuous]
         if not tests:
             verdicts.append(Verdict(claim, "no data", evidence="no curve points in the claim's scope"))
             continue
-        p = max(np.nan_to_num(t.p, nan=1.0) for t in tests)
-        p_opp = min(1.0, len(tests) * min(np.nan_to_num(t.p_opp, nan=1.0) for t in tests))
-        verdicts.append(Verdict(claim, "inconclusive", tests=tests, p=float(p), p_opp=float(p_opp)))
-    tested = [v for v in verdicts if v.tests]
-    for v, ph, po in zip(tested, holm([v.p for v in tested]), holm([v.p_opp for v in tested])):
-        v.p_holm, v.p_opp_holm = ph, po
-        if ph <= ALPHA:
-            v.verdict = "reproduced"
-        elif po <= ALPHA:
-            v.verdict = "contradicted"
-        else:
-            v.seeds_needed = seeds_to_decide(v.tests, ALPHA / max(len(tested), 1))
+        live = [t for t in tests if not t.vacuous]
+        if not live:
+            verdicts.append(Verdict(claim, "vacuous", tests=tests))
+            continue
+        by_look = [combine(live, claim.quantifier)]
+        weights = [1.0]
+        if design is not None:
+            own = scope(claim, points)
+            labels = set(own.loc[own["label"].isin([claim.a, getattr(claim, "b", None)]), "dataset_label"])
+            reached = [n for n in design.looks
+                       if all(available.get(label, 0) >= n * (scale or {}).get(label, 1) for label in labels)]
+            by_look, weights = [], list(design.weights[:len(reached)])
+            for n in reached:
+                at = look_points(points, {label: n * (scale or {}).get(label, 1) for label in available})
+                tests = [t for t in kind.evaluate(claim, at, audits) if t.n > 0 or t.vacuous]
+                at_live = [t for t in tests if not t.vacuous]
+                by_look.append(combine(at_live, claim.quantifier) if at_live else (np.nan,) * 3)
+            if not reached:
+                verdicts.append(Verdict(claim, "undecided", tests=tests, evidence="no look of the design reached"))
+                continue
+        p, p_opp, p_eq = (sequential_p([look[i] for look in by_look], weights) for i in range(3))
+        verdicts.append(Verdict(claim, "undecided", tests=tests, p=p, p_opp=p_opp, p_eq=p_eq, looks=len(by_look)))
+    tested = [v for v in verdicts if v.verdict == "undecided" and np.isfinite([v.p, v.p_opp]).any()]
+    family = family_verdicts([v.p for v in tested], [v.p_opp for v in tested], [v.p_eq for v in tested])
+    for v, verdict, ph, po, pe in zip(tested, family.verdicts, family.hold, family.fail, family.equiv):
+        v.verdict, v.p_holm, v.p_opp_holm, v.p_eq_holm = verdict, ph, po, pe
+        if v.verdict == "undecided":
+            v.seeds_needed = seeds_to_decide(v.live, ALPHA / max(2 * len(tested), 1),
+                                             needed(v.claim.quantifier, len(v.live)))
     return verdicts
 
 
@@ -95,14 +173,14 @@ def significant_points(verdicts: list[Verdict]) -> pd.DataFrame:
     comparisons) where the relation holds, or fails, significantly at the Bonferroni level
     ALPHA / (claims tested x the claim's points): one row per (label a, panel, model, epsilon,
     metric) with the claim id and `holds` (True / False), for the figures to mark."""
-    tested = [v for v in verdicts if v.tests]
+    tested = [v for v in verdicts if v.live]
     rows = []
     for v in tested:
         c = v.claim
-        if not all(np.isfinite(t.epsilon) for t in v.tests):
+        if not all(np.isfinite(t.epsilon) for t in v.live):
             continue
-        level = ALPHA / (len(tested) * len(v.tests))
-        for t in v.tests:
+        level = ALPHA / (len(tested) * len(v.live))
+        for t in v.live:
             for holds, p in ((True, t.p), (False, t.p_opp)):
                 if np.isfinite(p) and p <= level:
                     rows.append({"label": c.a, "dataset_panel": t.panel, "model_label": t.model, "epsilon": t.epsilon,
@@ -112,13 +190,14 @@ def significant_points(verdicts: list[Verdict]) -> pd.DataFrame:
 
 
 def check_points(verdicts: list[Verdict]) -> pd.DataFrame:
-    """The verdicts as regression-check points (metric "claim:<id>", value +1 reproduced, 0
-    inconclusive, -1 contradicted; claims without data are left out): `dpbench check` fails
-    when one changes, like a moved audit bound."""
+    """The verdicts as regression-check points (metric "claim:<id>", value `VERDICTS`: +1
+    reproduced, 0 undecided, -1 contradicted, 2 no difference beyond m, 3 vacuous; claims without
+    data are left out): `dpbench check` fails when one changes, like a moved audit bound."""
     rows = [{"label": "(claims)", "dataset_label": "(all panels)", "model_label": "(all models)", "epsilon": np.nan,
              "metric": f"claim:{v.claim.id}", "rep": 0, "value": float(VERDICTS[v.verdict])}
             for v in verdicts if v.verdict in VERDICTS]
     return pd.DataFrame(rows, columns=["label", "dataset_label", "model_label", "epsilon", "metric", "rep", "value"])
 
 
-__all__ = ["VERDICTS", "Verdict", "check_points", "evaluate", "significant_points"]
+__all__ = ["VERDICTS", "Verdict", "check_points", "combine", "evaluate", "look_points", "seed_counts",
+           "significant_points"]

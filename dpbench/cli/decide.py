@@ -1,0 +1,61 @@
+"""`dpbench decide`: add seeds in rounds until each claim of an experiment is decided."""
+
+from __future__ import annotations
+
+import click
+
+from dpbench.cli.claims import verdict_counts
+from dpbench.cli.options import RESULTS_HELP, check_scheduler, load_spec
+
+
+@click.command()
+@click.argument("specs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False), metavar="SPEC...")
+@click.option("--profile", default="full", show_default=True, help="profile of the spec")
+@click.option("--budget", "budget", type=click.FloatRange(min=0, min_open=True), default=None, metavar="CPU-HOURS",
+              help="stop before a round whose estimated CPU time (stored time per cell x cells to run) would "
+                   "exceed this, over all rounds of a spec")
+@click.option("--max-seeds", type=click.IntRange(min=2), default=None,
+              help="never give a data set more seeds than this (times its `decide.scale`)")
+@click.option("--write", is_flag=True, help="write the seeds reached into each SPEC's `seeds:` line, so that "
+                                            "`dpbench run SPEC` reproduces the decided results")
+@click.option("--jobs", "-j", default=1, show_default=True, type=click.IntRange(min=1), help="parallel workers")
+@click.option("--backend", default="loky", show_default=True,
+              type=click.Choice(["loky", "threading", "sequential", "dask"]),
+              help="joblib backend of the rounds (as for run); dask runs them on a dask.distributed cluster")
+@click.option("--scheduler", default=None, metavar="ADDRESS", help="dask scheduler address (--backend dask)")
+@click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False),
+              help="folder of the raw data files (default: $DPBENCH_DATA, else ./data)")
+@click.option("--results", default="results", show_default=True, type=click.Path(), help=RESULTS_HELP)
+@click.option("--no-progress", is_flag=True, help="no progress bars")
+def decide(specs, profile, budget, max_seeds, write, jobs, backend, scheduler, data_dir, results, no_progress) -> None:
+    """Add seeds in rounds until every claim of each SPEC is decided.
+
+    Each round tests the claims on what is stored, with the looks of the spec's `decide:` block
+    (e.g. `decide: {looks: [5, 10, 20, 40]}`): every claim is tested at each look it reached and
+    its p-values are sequential (Pocock-type alpha spending split over the looks, Holm across
+    the claims of the spec), so stopping whenever a claim is decided keeps the family-wise error
+    at 5 %. Data sets read by an undecided claim get the next look's seeds: all their cells run
+    through the same runner as `dpbench run` (--backend dask --scheduler ADDRESS for a cluster),
+    each stored as it finishes. A claim stops when reproduced, contradicted or shown to differ by
+    no more than its equivalence margin ("no difference beyond m"); at the last look,
+    --max-seeds or --budget it stays "undecided at N seeds". Prints each round and the verdicts;
+    then run `dpbench run SPEC` (or `dpbench claims`) to redraw the curves and tables.
+    """
+    from dpbench.experiment import decide as decide_mod
+
+    check_scheduler(backend, scheduler)
+    for path in specs:
+        exp = load_spec(path, profile)
+        decision = decide_mod.decide(exp, results=results, data_dir=data_dir, budget_hours=budget,
+                                     max_seeds=max_seeds, jobs=jobs, backend=backend, scheduler=scheduler,
+                                     progress=not no_progress, notify=lambda m: click.echo(m, err=True))
+        click.echo(f"== {exp.name} [{exp.profile}]: {len(decision.rounds)} rounds; stopped: {decision.stopped}")
+        click.echo("seeds: " + ", ".join(f"{k} {v}" for k, v in sorted(decision.seeds.items())))
+        click.echo(f"{len(decision.verdicts)} claims: {verdict_counts(decision.verdicts)}")
+        for v in decision.verdicts:
+            if v.verdict == "undecided":
+                seeds = v.deciding.n if v.deciding is not None else 0
+                click.echo(f"  undecided at {seeds} seeds: {v.claim.id}")
+        if write:
+            decide_mod.write_seeds(path, exp, decision.seeds)
+            click.echo(f"written: the seeds of {path}")

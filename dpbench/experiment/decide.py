@@ -1,0 +1,195 @@
+"""Seeds until decided: `dpbench decide` adds seeds in rounds to the data sets whose claims are
+still undecided, until every claim is decided, the design's last look, --max-seeds or the budget.
+
+The spec's own cells run first (its seeds are the first look). Round k tests the claims on what
+is stored (experiment.verdicts, with the spec's `decide:`
+design: the claims' sequential p-values stay valid however the rounds stop,
+dpbench.analysis.claims.sequential). The data sets any undecided claim reads (its curves' panels)
+then get the next look's seed count (looks[k] x the data set's `scale`); every cell of those
+data sets (all algorithms, models and epsilons: the curves stay comparable) runs through the
+same runner as `dpbench run` (joblib locally, dask for a cluster), each stored the moment it
+finishes, so an interrupted round resumes. A claim whose data sets reached the last look, or
+would pass --max-seeds, stays "undecided at N seeds"; --budget stops before a round whose
+estimated CPU time (the stored cells' mean time per cell of each data set, times the cells to
+run) would exceed what is left. The seeds reached are returned (and, with `write`, written into
+the spec's `seeds:`), so `dpbench run` on the spec reproduces the decided results.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from dpbench.core.errors import SpecError
+from dpbench.core.store import atomic_write_text
+from dpbench.experiment import pipeline
+from dpbench.experiment.inventory import inventory
+from dpbench.experiment.verdicts import claim_verdicts
+from dpbench.spec import experiment as spec_mod
+from dpbench.spec.experiment import Experiment
+
+
+@dataclass
+class Round:
+    """One round: the look reached, the data sets it extended and the cells it ran."""
+
+    look: int
+    seeds: dict[str, int]  # data set (label or sweep panel) -> seeds after the round
+    cells: int
+    cpu_seconds_estimate: float
+    undecided_before: int
+
+
+@dataclass
+class Decision:
+    """What `decide` did: its rounds, the seeds each data set ended with, why it stopped, and the
+    final verdicts (dpbench.analysis.claims.Verdict)."""
+
+    rounds: list[Round] = field(default_factory=list)
+    seeds: dict[str, int] = field(default_factory=dict)
+    stopped: str = ""
+    verdicts: list = field(default_factory=list)
+
+
+def seed_keys(exp: Experiment) -> dict[str, str]:
+    """Data set label -> the key its seeds go under in `seeds:` (the sweep panel for a sweep's
+    entries, which share one count, else the label)."""
+    return {ds.label: ds.panel or ds.label for ds in exp.datasets}
+
+
+def current_seeds(exp: Experiment) -> dict[str, int]:
+    """Seeds per `seeds:` key (label or sweep panel) in the spec as loaded."""
+    keys = seed_keys(exp)
+    return {keys[ds.label]: exp.seeds_for(ds) for ds in exp.datasets}
+
+
+def with_seeds(exp: Experiment, seeds: dict[str, int]) -> Experiment:
+    """The experiment with these seed counts (a `seeds:` mapping; `default` keeps the spec's)."""
+    raw = dict(exp.resolved)
+    raw["seeds"] = {"default": len(exp.seeds), **{k: int(v) for k, v in seeds.items()}}
+    raw.pop("profiles", None)
+    return spec_mod.from_dict(raw, name=exp.name, profile=exp.profile, source=exp.source)
+
+
+def claim_datasets(exp: Experiment, verdict) -> set[str]:
+    """The data set labels a claim reads: those of the data sets its curves run on, within its
+    scope (data sets named by label or sweep panel)."""
+    claim = verdict.claim
+    labels = {claim.a, getattr(claim, "b", None)} - {None}
+    out = set()
+    for algo in exp.algorithms:
+        if algo.label not in labels:
+            continue
+        for ds in exp.datasets:
+            if claim.datasets and ds.label not in claim.datasets and (ds.panel or ds.label) not in claim.datasets:
+                continue
+            if any(algo.applies_to(ds, model) for model in exp.models
+                   if not claim.models or model.label in claim.models):
+                out.add(ds.label)
+    return out
+
+
+def cell_seconds(exp: Experiment, results: str | Path) -> dict[str, float]:
+    """Mean stored wall seconds per cell of each data set label (the budget's estimate)."""
+    totals: dict[str, list[float]] = {}
+    for record in inventory(exp, results).records:
+        seconds = record.get("wall_seconds")
+        if seconds is not None:
+            totals.setdefault(record.get("dataset_label") or record.get("dataset"), []).append(float(seconds))
+    return {label: sum(v) / len(v) for label, v in totals.items() if v}
+
+
+def decide(exp: Experiment, *, results: str | Path = "results", data_dir: str | None = None,
+           budget_hours: float | None = None, max_seeds: int | None = None, jobs: int = 1, backend: str = "loky",
+           scheduler: str | None = None, progress: bool = True, notify=None) -> Decision:
+    """Run rounds (module docstring) and return what was done; the experiment's cells already
+    stored are reused."""
+    from dpbench.analysis.claims import Design
+
+    if not exp.claims:
+        raise SpecError(f"{exp.name}: no claims to decide")
+    if not exp.decide_looks:
+        raise SpecError(f"{exp.name}: no `decide:` block (e.g. decide: {{looks: [5, 10, 20, 40]}}): the looks "
+                        f"must be fixed before seeds are added, for the error control to hold")
+    notify = notify or (lambda message: None)
+    design = Design(exp.decide_looks)
+    scale = dict(exp.decide_scale)
+    keys = seed_keys(exp)
+    seeds = current_seeds(exp)
+    spent = 0.0
+    decision = Decision()
+    current = exp
+    pipeline.run_experiment(current, results=results, data_dir=data_dir, jobs=jobs, backend=backend,
+                            scheduler=scheduler, progress=progress)  # the first look: the spec's own seeds
+    while True:
+        verdicts = claim_verdicts(current, results)
+        undecided = [v for v in verdicts if v.verdict == "undecided"]
+        decision.verdicts = verdicts
+        if not undecided:
+            decision.stopped = "every claim decided"
+            break
+        wanted: dict[str, int] = {}
+        for v in undecided:
+            for label in claim_datasets(current, v):
+                key = keys[label]
+                factor = scale.get(label, scale.get(key, 1))
+                have = seeds[key]
+                nxt = next((n * factor for n in design.looks if n * factor > have), None)
+                if nxt is None or (max_seeds is not None and nxt > max_seeds * factor):
+                    continue
+                wanted[key] = max(wanted.get(key, 0), nxt)
+        if not wanted:
+            decision.stopped = "the undecided claims' data sets are at the last look" + \
+                               (f" or --max-seeds {max_seeds}" if max_seeds is not None else "")
+            break
+        target = with_seeds(current, {**seeds, **wanted})
+        todo = [c for c in target.cells() if (keys.get(c.dataset_label, c.dataset_label) in wanted
+                                              and c.rep >= seeds[keys.get(c.dataset_label, c.dataset_label)])]
+        per_cell = cell_seconds(current, results)
+        fallback = sum(per_cell.values()) / len(per_cell) if per_cell else 1.0
+        estimate = sum(per_cell.get(c.dataset_label, fallback) for c in todo)
+        if budget_hours is not None and spent + estimate > budget_hours * 3600:
+            decision.stopped = (f"budget: the next round needs ~{estimate / 3600:.2f} CPU-hours, "
+                                f"{max(budget_hours * 3600 - spent, 0) / 3600:.2f} left")
+            break
+        notify(f"round {len(decision.rounds) + 1}: {len(undecided)} undecided claims; seeds "
+               + ", ".join(f"{k} {seeds[k]} -> {n}" for k, n in sorted(wanted.items()))
+               + f" ({len(todo):,} cells, ~{estimate / 3600:.2f} CPU-hours)")
+        summary = pipeline.run_experiment(target, results=results, data_dir=data_dir, jobs=jobs, backend=backend,
+                                          scheduler=scheduler, progress=progress)
+        if summary.failed:
+            raise RuntimeError(f"{len(summary.failed)} cells failed in round {len(decision.rounds) + 1}; "
+                               f"`dpbench run` with the written seeds shows them")
+        spent += estimate
+        seeds.update(wanted)
+        decision.rounds.append(Round(look=max(wanted.values()), seeds=dict(wanted), cells=len(todo),
+                                     cpu_seconds_estimate=estimate, undecided_before=len(undecided)))
+        current = target
+    decision.seeds = seeds
+    return decision
+
+
+def write_seeds(path: str | Path, exp: Experiment, seeds: dict[str, int]) -> None:
+    """Rewrite the top-level `seeds:` line of the spec file with these counts (a one-line mapping;
+    `default` keeps the spec's count), leaving every other line as it is."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    default = len(exp.seeds)
+    extra = {k: v for k, v in sorted(seeds.items()) if v != default}
+    value = str(default) if not extra else \
+        "{" + ", ".join([f"default: {default}"] + [f"{_key(k)}: {v}" for k, v in extra.items()]) + "}"
+    new, count = re.subn(r"(?m)^seeds:.*$", f"seeds: {value}", text, count=1)
+    if count != 1:
+        raise SpecError(f"{path}: no top-level `seeds:` line to rewrite")
+    spec_mod.from_dict(yaml.safe_load(new), name=exp.name, profile=exp.profile, source=str(path))  # still valid
+    atomic_write_text(path, new)
+
+
+def _key(label: str) -> str:
+    return label if re.fullmatch(r"[A-Za-z][A-Za-z0-9 _-]*", label) else '"' + label.replace('"', '\\"') + '"'
+
+
+__all__ = ["Decision", "Round", "claim_datasets", "current_seeds", "decide", "seed_keys", "with_seeds", "write_seeds"]

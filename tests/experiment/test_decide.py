@@ -1,0 +1,116 @@
+"""`dpbench decide`: rounds add seeds only to the data sets undecided claims read, the seeds reached are
+written into the spec, and rounds dispatched to a real dask cluster (scheduler and workers as separate
+processes, tests/dask_processes.py) give the records of a local run even when a worker is killed mid-round."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from dpbench.cli.main import main
+from dpbench.experiment import decide as decide_mod
+from dpbench.experiment import inventory
+from dpbench.spec import experiment as spec
+
+SPEC = """
+name: decideme
+seed: 0
+seeds: 2
+datasets: [breast_cancer, iris]
+models: [logreg]
+algorithms:
+  - name: nonprivate
+  - name: dpsgd
+    params: {{epochs: {epochs}, batch_size: {batch}, lr: [0.5, 1.0]}}
+epsilons: [0.1, 0.5, 4.0]
+delta: 1/n
+metrics: [accuracy, optimality_gap]
+decide: {{looks: [2, 4, 8]}}
+claims:
+  - {{id: gap-falls, source: test, quote: the gap falls, kind: trend, metric: optimality_gap, a: dpsgd,
+     relation: decreasing, datasets: [breast_cancer]}}
+  - {{id: near-exact, source: test, quote: close to the exact model, kind: comparison, metric: accuracy, a: dpsgd,
+     b: nonprivate, relation: at_least, margin: 0.05, epsilons: [4, 4], datasets: [breast_cancer]}}
+"""
+
+
+def _records(exp: spec.Experiment, results: Path) -> pd.DataFrame:
+    frame, _, _ = inventory.collect(exp, results)
+    return frame.drop(columns=[c for c in ("fit_seconds", "wall_seconds") if c in frame.columns])
+
+
+def test_rounds_extend_only_the_data_sets_undecided_claims_read(tmp_path, data_dir):
+    path = tmp_path / "decideme.yaml"
+    path.write_text(SPEC.format(epochs=2, batch=32))
+    results = tmp_path / "results"
+    out = CliRunner().invoke(main, ["decide", str(path), "--results", str(results), "--data", str(data_dir),
+                                    "--backend", "sequential", "--no-progress", "--write"])
+    assert out.exit_code == 0, out.output
+    written = spec.load(path)
+    assert written.seeds_for("iris") == 2, "no claim reads iris: it keeps the spec's seeds"
+    bc = written.seeds_for("breast_cancer")
+    assert bc in (2, 4, 8)
+    verdicts = decide_mod.claim_verdicts(written, results)
+    for v in verdicts:  # decided, or undecided only at the last look
+        assert v.verdict != "undecided" or bc == 8, (v.claim.id, v.verdict, bc)
+    # the written seeds reproduce the decision: `dpbench claims` reads the same verdicts
+    claims_out = CliRunner().invoke(main, ["claims", str(path), "--results", str(results)])
+    table = pd.read_csv(results / "decideme" / "claims.csv")
+    assert claims_out.exit_code == 0 and table["verdict"].tolist() == [v.verdict for v in verdicts]
+    assert (results / "decideme" / "cells").is_dir() and len(_records(written, results)) == len(written.cells())
+
+
+def test_decide_needs_a_design(tmp_path):
+    path = tmp_path / "nodesign.yaml"
+    path.write_text(SPEC.format(epochs=2, batch=32).replace("decide: {looks: [2, 4, 8]}\n", ""))
+    out = CliRunner().invoke(main, ["decide", str(path), "--results", str(tmp_path / "r")])
+    assert out.exit_code != 0 and "no `decide:` block" in out.output
+
+
+def test_rounds_on_a_dask_cluster_survive_a_killed_worker(tmp_path, data_dir):
+    pytest.importorskip("dask.distributed")
+    from tests.dask_processes import dask_cluster
+
+    text = SPEC.format(epochs=3000, batch=4)  # cells of ~0.1-0.3 s, so a round is long enough to kill into
+    path = tmp_path / "decideme.yaml"
+    path.write_text(text)
+    local = tmp_path / "local"
+    decide_mod.decide(spec.load(path), results=local, data_dir=str(data_dir), backend="sequential", progress=False)
+    env = {"DPBENCH_DATA": str(data_dir), "OPENBLAS_NUM_THREADS": "1"}
+    remote = tmp_path / "remote"
+    with dask_cluster(tmp_path / "cluster", workers=2, env=env) as cluster:
+        outcome: dict = {}
+
+        def run() -> None:
+            try:
+                outcome["decision"] = decide_mod.decide(spec.load(path), results=remote, data_dir=str(data_dir),
+                                                        jobs=2, backend="dask", scheduler=cluster.address,
+                                                        progress=False)
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                outcome["error"] = exc
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        cells = remote / "decideme" / "cells"
+        first_look = len(spec.load(path).cells())
+        deadline = time.time() + 180
+        while time.time() < deadline and len(list(cells.glob("*.json"))) < first_look + 4 and thread.is_alive():
+            time.sleep(0.05)
+        stored = {p.name: p.read_bytes() for p in cells.glob("*.json")}
+        killed = thread.is_alive()
+        if killed:  # mid-round: some cells of the round stored, others running
+            cluster.kill_worker(0)
+        thread.join(240)
+        assert not thread.is_alive() and "error" not in outcome, outcome.get("error")
+    assert killed and len(stored) > first_look, "the worker should have been killed during a round"
+    for name, content in stored.items():  # no stored cell was lost or rewritten
+        assert (cells / name).read_bytes() == content
+    decision = outcome["decision"]
+    final = decide_mod.with_seeds(spec.load(path), decision.seeds)
+    pd.testing.assert_frame_equal(_records(final, local), _records(final, remote), check_exact=True)
+    assert [v.verdict for v in decision.verdicts] == [v.verdict for v in decide_mod.claim_verdicts(final, local)]
