@@ -218,7 +218,9 @@ def select(runs: pd.DataFrame, selection: str = "val_accuracy", per: str = "seed
         elif per == "pooled" or candidates == 1:
             chosen = group[group["params"] == _best(group, metric)].copy()
         else:
-            chosen = pd.concat([seed[seed["params"] == _best(seed, metric)] for _, seed in group.groupby("rep")])
+            best = _best_per_seed(group, metric)
+            chosen = group[group["params"].to_numpy() == group["rep"].map(best).to_numpy()].sort_values(
+                "rep", kind="stable")
         chosen["selected_by"] = metric
         chosen["candidates"] = candidates
         chosen["eps_end_to_end"] = np.nan
@@ -237,6 +239,21 @@ def _best(group: pd.DataFrame, metric: str) -> str:
     if SELECTION_METRICS[metric] == "max":
         ranking[metric] = -ranking[metric]
     return _tied_best(ranking, keys)
+
+
+def _best_per_seed(group: pd.DataFrame, metric: str) -> pd.Series:
+    """rep -> params of `_best` on each seed's own rows, computed for every seed at once (the same
+    ranking, ties and order as `_best`; a seed without a finite score keeps its first row's params)."""
+    keys = list(dict.fromkeys([metric, "val_loss"] if "val_loss" in group else [metric]))
+    ranking = group.groupby(["rep", "params"], sort=True)[keys].mean().dropna(subset=[metric])
+    if SELECTION_METRICS[metric] == "max":
+        ranking[metric] = -ranking[metric]
+    for key in keys:  # `_tied_best`, per seed
+        lowest = ranking.groupby(level="rep")[key].transform("min")
+        ranking = ranking[lowest.isna() | (ranking[key] <= lowest + SELECTION_TIE_RTOL * lowest.abs())]
+    best = ranking.reset_index().groupby("rep")["params"].first()
+    first = group.groupby("rep")["params"].first()
+    return best.reindex(first.index).fillna(first)
 
 
 #: confidence level of the curves' intervals (`ci_low`, `ci_high`): figures draw them as bands and

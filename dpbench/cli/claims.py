@@ -38,7 +38,12 @@ def verdict_counts(verdicts: list) -> str:
               help="also write the verdict counts of every SPEC given, one row each, into this Markdown file "
                    "(e.g. docs/reference/claims-inventory.md) between <!-- claims:summary --> and "
                    "<!-- /claims:summary -->")
-def claims(spec, profile, results, markdown, readme, summary) -> None:
+@click.option("--selection", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="also evaluate every claim with the hyperparameters selected the other way (per seed vs "
+                   "pooled over seeds, the spec's select_per), print the claims whose verdict changes and write "
+                   "them, for every SPEC given, into this Markdown file (e.g. docs/claims.md) between "
+                   "<!-- claims:selection --> and <!-- /claims:selection -->")
+def claims(spec, profile, results, markdown, readme, summary, selection) -> None:
     """Verdicts of each experiment's `claims:` block: reproduced, contradicted or inconclusive.
 
     Every claim (a sentence of a paper or of the docs about a figure) is tested with paired
@@ -53,6 +58,7 @@ def claims(spec, profile, results, markdown, readme, summary) -> None:
     from dpbench.experiment import verdicts as verdicts_mod
 
     counts: dict[str, dict[str, int]] = {}
+    flips: list[dict] = []
     for path in spec:
         exp = load_spec(path, profile)
         if not exp.claims:
@@ -73,9 +79,19 @@ def claims(spec, profile, results, markdown, readme, summary) -> None:
         if readme:
             _fill_block(readme, "--readme", exp.name, claims_mod.markdown(verdicts))
             click.echo(f"written: the {exp.name} table of {readme}")
+        if selection:
+            changed = verdicts_mod.selection_flips(exp, verdicts, results)
+            flips += changed
+            click.echo(f"verdicts that change with the selection ({exp.select_per} -> the other): "
+                       + ("; ".join(f"{f['claim']}: {f['seed']} per seed, {f['pooled']} pooled" for f in changed)
+                          or "none"))
     if summary:
         _fill_block(summary, "--summary", claims_mod.SUMMARY_BLOCK, claims_mod.summary_markdown(counts))
         click.echo(f"written: the verdict counts of {len(counts)} experiments in {summary}")
+    if selection:
+        _fill_block(selection, "--selection", claims_mod.SELECTION_BLOCK,
+                    claims_mod.selection_markdown(flips, list(counts)))
+        click.echo(f"written: {len(flips)} verdicts that depend on the selection in {selection}")
 
 
 def _fill_block(path: str, option: str, name: str, table_markdown: str) -> None:

@@ -174,10 +174,14 @@ def decide(exp: Experiment, *, results: str | Path = "results", data_dir: str | 
 
 def write_seeds(path: str | Path, exp: Experiment, seeds: dict[str, int]) -> None:
     """Rewrite the top-level `seeds:` line of the spec file with these counts (a one-line mapping;
-    `default` keeps the spec's count), leaving every other line as it is."""
+    `default` keeps the spec's count; one number when every data set has the same), leaving every
+    other line as it is."""
     path = Path(path)
     text = path.read_text(encoding="utf-8")
     default = len(exp.seeds)
+    every = {**current_seeds(exp), **seeds}
+    if len(set(every.values())) == 1:
+        default = next(iter(every.values()))
     extra = {k: v for k, v in sorted(seeds.items()) if v != default}
     value = str(default) if not extra else \
         "{" + ", ".join([f"default: {default}"] + [f"{_key(k)}: {v}" for k, v in extra.items()]) + "}"

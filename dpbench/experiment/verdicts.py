@@ -40,18 +40,21 @@ def seed_points(exp: Experiment, results: str | Path, data_dir: str | None = Non
 # =============================================================================================
 # claims (dpbench.analysis.claims): verdicts of the experiment's `claims:` block
 # =============================================================================================
-def selected_for_claims(exp: Experiment, results: str | Path) -> dict[str, pd.DataFrame]:
+def selected_for_claims(exp: Experiment, results: str | Path, per: str | None = None) -> dict[str, pd.DataFrame]:
     """The selected runs per metric: from the stored cells, or, in a checkout without them, from
-    the committed runs table (results/<exp>/runs.csv.gz, what a fresh clone has)."""
+    the committed runs table (results/<exp>/runs.csv.gz, what a fresh clone has). `per` ("seed" or
+    "pooled", `curves.select`) overrides the spec's `select_per`."""
+    per = exp.select_per if per is None else per
     records = inventory(exp, results).records
     if records:
-        return runs_and_selection(exp, results, records)[1]
-    if not (output_folder(exp, results) / RUNS_FILE).is_file():
-        return {}
-    from dpbench.experiment.stored import load_runs
+        runs = curves_mod.runs_table(records)
+    elif (output_folder(exp, results) / RUNS_FILE).is_file():
+        from dpbench.experiment.stored import load_runs
 
-    return curves_mod.selected_by_metric(load_runs(exp, results), exp.metrics, exp.selection,
-                                         exp.select_per)
+        runs = load_runs(exp, results)
+    else:
+        return {}
+    return curves_mod.selected_by_metric(runs, exp.metrics, exp.selection, per)
 
 
 def audits_for_claims(exp: Experiment, results: str | Path) -> pd.DataFrame | None:
@@ -116,6 +119,20 @@ def claim_verdicts(exp: Experiment, results: str | Path = "results") -> list:
     if not exp.claims:
         return []
     return claims_from(exp, selected_for_claims(exp, results), audits_for_claims(exp, results))
+
+
+def selection_flips(exp: Experiment, verdicts: list, results: str | Path = "results") -> list[dict]:
+    """The claims whose verdict changes when the hyperparameters are selected the other way (per
+    seed vs pooled over seeds, `select_per`): one dict per such claim with its id and both
+    verdicts in words (`dpbench.analysis.claims.verdict_text`); `verdicts` are the spec's own."""
+    from dpbench.analysis.claims import verdict_text
+
+    if not verdicts:
+        return []
+    other = "pooled" if exp.select_per == "seed" else "seed"
+    others = claims_from(exp, selected_for_claims(exp, results, other), audits_for_claims(exp, results))
+    return [{"experiment": exp.name, "claim": v.claim.id, exp.select_per: verdict_text(v), other: verdict_text(w)}
+            for v, w in zip(verdicts, others, strict=True) if v.verdict != w.verdict]
 
 
 def write_claims(exp: Experiment, verdicts: list, results: str | Path = "results") -> list[Path]:

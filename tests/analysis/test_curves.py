@@ -48,6 +48,29 @@ def test_pooled_selection_takes_the_best_mean_over_seeds_per_seed_each_seed_its_
         select(runs, "val_accuracy", per="each")
 
 
+def test_per_seed_selection_is_the_best_of_each_seed_alone_ties_and_missing_scores_included():
+    """`select(per="seed")` ranks every seed at once; it must pick what `_best` picks on each seed's
+    own rows: ties within SELECTION_TIE_RTOL, then the lower validation loss, then parameter order;
+    a seed with no finite score keeps its first row."""
+    from dpbench.analysis.curves import _best
+
+    rng = np.random.default_rng(3)
+    rows = []
+    for rep in range(12):
+        for lr in (1, 2, 3, 10):
+            acc = float(rng.choice([0.7, 0.8, 0.8 * (1 + SELECTION_TIE_RTOL / 3)]))  # ties within the tolerance
+            loss = float(rng.choice([0.3, 0.4, np.nan]))
+            rows.append((1.0, lr, rep, np.nan if rep == 11 else acc, loss))
+    runs = _runs(rows)
+    for by in ("val_accuracy", "val_loss"):
+        chosen = select(runs, by)
+        picked = dict(zip(chosen["rep"], chosen["params"]))
+        for rep, seed in runs.groupby("rep"):
+            expected = seed["params"].iloc[0] if seed[by].isna().all() else _best(seed, by)
+            assert picked[rep] == expected, (by, rep)
+        assert list(chosen["rep"]) == sorted(chosen["rep"])  # seed by seed, as the per-seed loop gave them
+
+
 def test_every_epsilon_is_selected_on_its_own():
     runs = _runs([(1.0, 1, 0, 0.9, 0.3), (1.0, 2, 0, 0.8, 0.3), (4.0, 1, 0, 0.7, 0.3), (4.0, 2, 0, 0.8, 0.3)])
     chosen = select(runs, "val_accuracy")

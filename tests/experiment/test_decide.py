@@ -65,6 +65,20 @@ def test_rounds_extend_only_the_data_sets_undecided_claims_read(tmp_path, data_d
     assert (results / "decideme" / "cells").is_dir() and len(_records(written, results)) == len(written.cells())
 
 
+def test_written_seeds_are_one_number_when_every_data_set_has_the_same(tmp_path):
+    path = tmp_path / "decideme.yaml"
+    path.write_text(SPEC.format(epochs=2, batch=32))
+    exp = spec.load(path)
+    keys = decide_mod.current_seeds(exp)
+    assert set(keys) == {"breast_cancer", "iris"} and set(keys.values()) == {2}
+    decide_mod.write_seeds(path, exp, {"breast_cancer": 8})
+    assert "\nseeds: {default: 2, breast_cancer: 8}\n" in path.read_text()
+    assert spec.load(path).seeds_for("breast_cancer") == 8 and spec.load(path).seeds_for("iris") == 2
+    decide_mod.write_seeds(path, spec.load(path), {"iris": 8})
+    assert "\nseeds: 8\n" in path.read_text()
+    assert spec.load(path).seeds_for("breast_cancer") == spec.load(path).seeds_for("iris") == 8
+
+
 def test_decide_needs_a_design(tmp_path):
     path = tmp_path / "nodesign.yaml"
     path.write_text(SPEC.format(epochs=2, batch=32).replace("decide: {looks: [2, 4, 8]}\n", ""))

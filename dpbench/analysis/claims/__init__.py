@@ -21,8 +21,8 @@ from dpbench.analysis.claims.parse import claim_keys, parse_claims
 from dpbench.analysis.claims.points import POINT_COLUMNS, per_seed_points
 from dpbench.analysis.claims.sequential import DEFAULT_LOOKS, Design
 from dpbench.analysis.claims.stats import ALPHA, MAX_SEEDS, POWER, SubTest, holm, seeds_needed
-from dpbench.analysis.claims.tables import (SUMMARY_BLOCK, VERDICT_ORDER, fill_readme, markdown, readme_block,
-                                            summary_markdown, table)
+from dpbench.analysis.claims.tables import (SELECTION_BLOCK, SUMMARY_BLOCK, VERDICT_ORDER, fill_readme, markdown,
+                                            readme_block, selection_markdown, summary_markdown, table, verdict_text)
 from dpbench.analysis.claims.verdicts import VERDICTS, Verdict, check_points, evaluate, significant_points
 
 _holm = holm
@@ -32,4 +32,5 @@ __all__ = ["ALPHA", "AXES", "CLAIM_KINDS", "Claim", "ClaimKind", "DEFAULT_LOOKS"
            "POINT_COLUMNS", "POWER",
            "Reading", "SubTest", "VERDICTS", "Verdict", "check_points", "claim_keys", "claim_kind", "evaluate",
            "fill_readme", "holm", "markdown", "parse_claims", "per_seed_points", "readme_block", "seeds_needed",
-           "significant_points", "SUMMARY_BLOCK", "summary_markdown", "table", "VERDICT_ORDER"]
+           "SELECTION_BLOCK", "selection_markdown", "significant_points", "SUMMARY_BLOCK", "summary_markdown", "table",
+           "VERDICT_ORDER", "verdict_text"]

@@ -66,6 +66,24 @@ def summary_markdown(counts: dict[str, dict[str, int]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: the block name of the table of verdicts that depend on the selection (`selection_markdown`)
+SELECTION_BLOCK = "selection"
+
+
+def selection_markdown(flips: list[dict], experiments: list[str]) -> str:
+    """The claims whose verdict depends on how hyperparameters are selected: one row per claim
+    with its verdict under selection per seed and pooled over seeds (rows of
+    `dpbench.experiment.verdicts.selection_flips`); `experiments` are those compared."""
+    if not flips:
+        return f"No verdict of {', '.join(experiments)} changes between selection per seed and pooled.\n"
+    lines = ["| experiment | claim | selected per seed | pooled over seeds |", "|---|---|---|---|"]
+    lines += [f"| {f['experiment']} | `{f['claim']}` | {f['seed']} | {f['pooled']} |" for f in flips]
+    unchanged = [e for e in experiments if not any(f["experiment"] == e for f in flips)]
+    if unchanged:
+        lines += ["", f"No verdict of {', '.join(unchanged)} changes."]
+    return "\n".join(lines) + "\n"
+
+
 def readme_block(name: str) -> tuple[str, str]:
     """The markers between which a Markdown file carries experiment `name`'s generated claims table."""
     return f"<!-- claims:{name} -->", f"<!-- /claims:{name} -->"
@@ -81,5 +99,5 @@ def fill_readme(text: str, name: str, table_markdown: str) -> str:
     return text[:i + len(start)] + "\n" + table_markdown.rstrip("\n") + "\n" + text[j:]
 
 
-__all__ = ["SUMMARY_BLOCK", "VERDICT_ORDER", "fill_readme", "markdown", "readme_block", "summary_markdown", "table",
-           "verdict_text"]
+__all__ = ["SELECTION_BLOCK", "SUMMARY_BLOCK", "VERDICT_ORDER", "fill_readme", "markdown", "readme_block",
+           "selection_markdown", "summary_markdown", "table", "verdict_text"]
