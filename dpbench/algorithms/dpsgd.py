@@ -41,7 +41,7 @@ BatchSize = Annotated[float, Param("expected (Poisson) batch size B; q = B/n", m
 LearningRate = Annotated[float, Param("step size", minimum=0, exclusive_minimum=True)]
 LrSchedule = Annotated[str, Param("step-size schedule", choices=LR_SCHEDULES)]
 ClipNorm = Annotated[float, Param("per-example L2 clipping norm C (the sensitivity)", minimum=0, exclusive_minimum=True,
-                                  paper="Abadi et al. Alg. 1")]
+                                  paper="Abadi et al. Alg. 1", role="clip_norm")]
 Calibration = Annotated[str, Param("noise calibration: rdp or pld accountant, or paper 000's closed form eq. (2)",
                                    choices=CALIBRATIONS, paper="paper 000 eq. (2)")]
 PaperC = Annotated[float, Param("the unspecified constant c of paper 000 eq. (2) (calibration: paper)",

@@ -288,7 +288,7 @@ def fit_noisy_sgd_bst14(
     radius: Annotated[float | None, Param("projection radius r (none: G/l2 if l2 > 0, else no projection)",
                                           minimum=0, exclusive_minimum=True)] = None,
     clip_norm: Annotated[float | None, Param("per-example clipping norm G (none: model.lipschitz, else 1.0)",
-                                             minimum=0, exclusive_minimum=True)] = None,
+                                             minimum=0, exclusive_minimum=True, role="clip_norm")] = None,
     trace_every: Annotated[int, Param("record the training loss every this many steps (0: no trace)",
                                       minimum=0)] = 0,
 ) -> Fit:
@@ -449,7 +449,7 @@ def fit_dp_gd(
     radius: Annotated[float | None, Param("projection radius (none: no projection)",
                                           minimum=0, exclusive_minimum=True)] = None,
     clip_norm: Annotated[float | None, Param("per-example clipping norm C (none: model.lipschitz, else 1.0)",
-                                             minimum=0, exclusive_minimum=True)] = None,
+                                             minimum=0, exclusive_minimum=True, role="clip_norm")] = None,
     calibration: Annotated[str, Param(
         "gdp: exact Gaussian-DP composition (replace-one, Delta = 2C/n); paper: s^2 = c C^2 T "
         "log(1/delta)/(n^2 eps^2)", choices=DPGD_CALIBRATIONS, paper="[S3] Table 1 row [43]")] = "gdp",

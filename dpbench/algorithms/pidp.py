@@ -832,7 +832,8 @@ def fit_pidp_sgd(
     lr: Annotated[float, Param("step size alpha", minimum=0, exclusive_minimum=True,
                                paper="[S0] Alg. 1 lines 11, 14")] = 0.05,
     clip_norm: Annotated[float, Param("per-example clipping norm C = the Lipschitz constant G of Thms 4-5",
-                                      minimum=0, exclusive_minimum=True, paper="[S0] Thms 4-5")] = 1.0,
+                                      minimum=0, exclusive_minimum=True, paper="[S0] Thms 4-5",
+                                      role="clip_norm")] = 1.0,
     zeta: Annotated[float, Param("Hessian lower bound / damping zeta (Thm 4, Remark 5)",
                                  minimum=0, exclusive_minimum=True, paper="[S0] Thm 4, Remark 5")] = 0.1,
     radius: Annotated[float, Param("r of lines 9-10 (radius of the parameter space; tau = 2 r delta1 "

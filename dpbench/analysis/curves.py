@@ -27,6 +27,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from dpbench.privacy import claim_check
 from dpbench.run.metrics import DEFAULT_SELECTION, METRICS, SELECTION_METRICS
 
 GROUP = ["label", "dataset_label", "model_label", "epsilon"]
@@ -48,7 +49,7 @@ def runs_table(records: list[dict]) -> pd.DataFrame:
         row["population_lstar"] = r.get("population_lstar")
         row["params"] = json.dumps(r["params"], sort_keys=True)
         row.update(r["metrics"])
-        row["dp_claim"] = privacy.get("claim")
+        row["dp_claim"] = claim_check.checked_claim(privacy, r.get("epsilon"), r.get("delta"))  # "valid" checked
         row["weak_delta"] = bool(privacy.get("weak_delta"))
         row["eps_rdp"] = spent.get("rdp", np.nan)
         row["eps_pld"] = spent.get("pld", np.nan)
@@ -60,10 +61,14 @@ def runs_table(records: list[dict]) -> pd.DataFrame:
         row["score"] = tuning["score_value"] if tuning is not None else np.nan
         row["tuning"] = json.dumps({k: v for k, v in tuning.items() if k not in ("draw", "score_value")},
                                    sort_keys=True) if tuning is not None else ""
+        if r.get("plugin"):  # where a plugin's code came from (reference, SHA-256, version)
+            row["plugin"] = json.dumps(r["plugin"], sort_keys=True)
         rows.append(row)
     df = pd.DataFrame(rows)
     if df.empty:
         return df
+    if "plugin" in df:
+        df["plugin"] = df["plugin"].fillna("")
     candidates = df.groupby(GROUP, dropna=False)["params"].transform("nunique")
     df["selection"] = np.where(df["draw"].notna(), "private (PS22 random stopping)",
                                np.where(candidates > 1, "on validation data, not private", "none (one setting)"))
@@ -92,15 +97,15 @@ def _selection_metric(group: pd.DataFrame, selection: str) -> str:
 
 
 def selected_by_metric(runs: pd.DataFrame, metrics: tuple[str, ...], selection: str | dict | None = None,
-                       per: str = "seed") -> dict[str, pd.DataFrame]:
+                       per: str = "seed", incomplete: frozenset = frozenset()) -> dict[str, pd.DataFrame]:
     """For each reported metric, the runs of the hyperparameters its validation score selects
-    (per seed or pooled over seeds: `select`)."""
+    (per seed or pooled over seeds, private searches with a missing draw in `incomplete`: `select`)."""
     cache: dict[str, pd.DataFrame] = {}
     out = {}
     for metric in metrics:
         by = selection_for(metric, selection)
         if by not in cache:
-            cache[by] = select(runs, by, per)
+            cache[by] = select(runs, by, per, incomplete)
         out[metric] = cache[by]
     return out
 
@@ -163,10 +168,13 @@ def _weak(group: pd.DataFrame) -> bool:
     return bool("weak_delta" in group and group["weak_delta"].fillna(False).astype(bool).any())
 
 
-def _select_private(group: pd.DataFrame) -> pd.DataFrame:
+def _select_private(group: pd.DataFrame, incomplete: frozenset = frozenset()) -> pd.DataFrame:
     """Private selection (spec `tuning`): per repetition, the run of its random search (draw >= 1)
     with the best noisy score; ties by draw order. Accounting runs (draw 0) are never chosen. The
-    end-to-end epsilon covers every combination of the grid (one ledger per combination)."""
+    end-to-end epsilon covers every combination of the grid (one ledger per combination), and only a
+    search whose every draw is stored: a repetition in `incomplete` (its GROUP values and rep), or
+    whose stored draws are not 1..K, selected among fewer runs than its search drew, which is not
+    the mechanism the epsilon is of, so the curve then says so and carries no end-to-end epsilon."""
     from dpbench.privacy.tuning import end_to_end_epsilon, run_count_distribution
 
     settings = json.loads(group["tuning"].iloc[0])
@@ -175,8 +183,11 @@ def _select_private(group: pd.DataFrame) -> pd.DataFrame:
     chosen = (runs_.assign(_rank=sign * runs_["score"]).sort_values(["rep", "_rank", "draw"])
               .groupby("rep").head(1).drop(columns="_rank"))
     ledgers = [json.loads(p) for p in group.drop_duplicates("params")["privacy"]]
+    draws = runs_.groupby("rep")["draw"].agg(lambda d: sorted(int(v) for v in d) == list(range(1, int(d.max()) + 1)))
+    key = tuple(group[GROUP].iloc[0])
+    lost = sorted({int(r) for r in draws.index[~draws.to_numpy()]} | {r for *k, r in incomplete if tuple(k) == key})
     eps = None
-    if group["params"].nunique() == settings["grid_size"] and group["delta"].nunique() == 1:
+    if not lost and group["params"].nunique() == settings["grid_size"] and group["delta"].nunique() == 1:
         multiplier = float(group["tuning"].map(lambda t: json.loads(t)["score_noise_multiplier"]).min())
         eps = end_to_end_epsilon(ledgers, run_count_distribution(settings["mean_runs"], settings["eta"]),
                                  float(group["delta"].iloc[0]), multiplier)
@@ -185,10 +196,15 @@ def _select_private(group: pd.DataFrame) -> pd.DataFrame:
     chosen["eps_end_to_end"] = np.nan if eps is None else eps
     chosen["curve_claim"] = curve_claim(set(group["dp_claim"].dropna()), int(settings["grid_size"]), eps, True,
                                         _weak(group))
+    if lost:
+        chosen["curve_claim"] = chosen["curve_claim"].str.replace(
+            "private selection not accounted", f"private selection incomplete (a draw of seed {lost[0]}'s search "
+                                               "is missing)", regex=False)
     return chosen
 
 
-def select(runs: pd.DataFrame, selection: str = "val_accuracy", per: str = "seed") -> pd.DataFrame:
+def select(runs: pd.DataFrame, selection: str = "val_accuracy", per: str = "seed",
+           incomplete: frozenset = frozenset()) -> pd.DataFrame:
     """Keep, per (algorithm, dataset, model, epsilon), the rows of the best hyperparameters.
 
     per "seed": each seed's own best validation score picks its row; per "pooled": the best mean
@@ -197,7 +213,8 @@ def select(runs: pd.DataFrame, selection: str = "val_accuracy", per: str = "seed
     lower validation loss, then by parameter order. Runs of private selection (`tuning`) are
     selected by `_select_private` instead (always per seed, the same for every metric). Each kept
     row says how it was selected (`selected_by`, `candidates`) and what its curve's guarantee
-    covers (`curve_claim`).
+    covers (`curve_claim`); `incomplete` names the private searches with a draw not stored
+    (`_select_private`).
     """
     if per not in ("seed", "pooled"):
         raise ValueError(f"per must be 'seed' or 'pooled', got {per!r}")
@@ -206,7 +223,7 @@ def select(runs: pd.DataFrame, selection: str = "val_accuracy", per: str = "seed
     kept = []
     for _, group in runs.groupby(GROUP, dropna=False, sort=False):
         if "draw" in group and group["draw"].notna().any():
-            kept.append(_select_private(group))
+            kept.append(_select_private(group, incomplete))
             continue
         metric = _selection_metric(group, selection)
         candidates = group["params"].nunique()

@@ -93,8 +93,11 @@ class Recipe:
     """A canary recipe: `build(context) -> Game`, plus what it recommends.
 
     needs_dataset: True takes base rows from `--dataset`; False builds its own data (then no
-    dataset may be given). params: algorithm name -> recommended hyperparameters (the user's
-    override them). model_options: recommended model options (the user's override them).
+    dataset may be given). roles: parameter role (`dpbench.core.registry.ROLES`) -> recommended
+    value, for every algorithm that declares a parameter of that role, built-in or plugin (e.g.
+    clip_norm 0.1). params: algorithm name -> recommended hyperparameters of that algorithm alone
+    (a construction made for it, such as pidp_constant's). The user's parameters override both;
+    model_options: recommended model options (the user's override them).
     """
 
     name: str
@@ -103,6 +106,7 @@ class Recipe:
     needs_dataset: bool = True
     default_rows: int = 1000
     params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    roles: Mapping[str, Any] = field(default_factory=dict)
     model_options: Mapping[str, Any] = field(default_factory=dict)
     source: str = BUILT_IN
     replaces: bool = False  # its games name the row the canary replaces under replace-one (`Game.replaced`)
@@ -115,7 +119,7 @@ CANARIES: Registry[Recipe] = Registry("canary recipe", builtins="dpbench.audit.c
 
 def canary(name: str, *, description: str, needs_dataset: bool = True, default_rows: int = 1000,
            params: Mapping[str, Mapping[str, Any]] | None = None, model_options: Mapping[str, Any] | None = None,
-           replaces: bool = False, spare_coordinate: bool = False
+           replaces: bool = False, spare_coordinate: bool = False, roles: Mapping[str, Any] | None = None
            ) -> Callable[[Callable[[RecipeContext], Game]], Callable[[RecipeContext], Game]]:
     """Declare `build(context) -> Game` as canary recipe `name` (one build may back several recipes).
 
@@ -125,7 +129,7 @@ def canary(name: str, *, description: str, needs_dataset: bool = True, default_r
     """
     def declare(build: Callable[[RecipeContext], Game]) -> Callable[[RecipeContext], Game]:
         CANARIES.register(Recipe(name=name, description=description, build=build, needs_dataset=needs_dataset,
-                                 default_rows=default_rows, params=dict(params or {}),
+                                 default_rows=default_rows, params=dict(params or {}), roles=dict(roles or {}),
                                  model_options=dict(model_options or {}), source=current_source(),
                                  replaces=replaces, spare_coordinate=spare_coordinate))
         return build
@@ -142,17 +146,17 @@ def _margin_score(model, x_c: np.ndarray, y_c: float) -> Callable[[np.ndarray], 
     return score
 
 
-#: recommended hyperparameters of the gradient canary: a clip norm of 0.1 keeps the canary's gradient
-#: (|d loss/d theta_new| = sigmoid(-y theta_new) >= 0.1 while |theta_new| <= 2.2) at full clip norm
-GRADIENT_CANARY_PARAMS = {name: {"clip_norm": 0.1} for name in ("dpsgd", "dp_lssgd", "dp_gd", "noisy_sgd_bst14",
-                                                                 "pidp_sgd")}
+#: recommended parameters of the gradient canary, by role: a clip norm of 0.1 keeps the canary's gradient
+#: (|d loss/d theta_new| = sigmoid(-y theta_new) >= 0.1 while |theta_new| <= 2.2) at full clip norm, for
+#: every algorithm that declares a parameter of role clip_norm (a plugin's too)
+GRADIENT_CANARY_ROLES = {"clip_norm": 0.1}
 
 
 @canary("gradient_canary",
         description="the strongest canary of the spare_feature game (Nasr et al. 2023): e_new with label +1, "
                     "and under replace-one it replaces e_new with label -1 (gradients at opposite full clip norm, "
                     "twice the difference); clip norm 0.1 recommended so both stay clipped",
-        params=GRADIENT_CANARY_PARAMS, replaces=True, spare_coordinate=True)
+        roles=GRADIENT_CANARY_ROLES, replaces=True, spare_coordinate=True)
 @canary("input_per_example",
         description="input perturbation, per-example noise (construction b of "
                     "docs/methods/input-perturbation.md): the spare_feature canary with "

@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping
 
 from dpbench.audit.canaries import CANARIES, Recipe
 from dpbench.core.errors import DpbenchError
-from dpbench.core.keys import digest
+from dpbench.core.keys import content_keyed, digest
 from dpbench.core.validation import InvalidValue, StrOptions, validate
 from dpbench.privacy import checks
 from dpbench.privacy.audit_bounds import THRESHOLD_RULES
@@ -78,6 +78,8 @@ class AuditSetup:
     plugin: str | None = field(default=None, compare=False)  # where that plugin is loaded from (dpbench.run.plugins)
     dataset_files: str | None = None  # content digest of the files dataset_options name: part of the identity
     dataset_base: str = field(default="", compare=False)  # folder relative paths in dataset_options start from
+    # the options naming files: with dataset_files set, their content stands for them (core.keys.content_keyed)
+    dataset_path_keys: tuple = field(default=(), compare=False)
     threat: str = "final_model"
     threshold: str | None = None
     canaries: int | None = None  # one-run audit (dpbench.audit.one_run): m canaries in one training; None: multi-run
@@ -91,11 +93,16 @@ class AuditSetup:
 
     def identity(self) -> dict:
         return {"schema": AUDIT_SCHEMA, "algorithm": self.algorithm, "params": dict(self.params),
-                "dataset": self.dataset, "dataset_options": dict(self.dataset_options), "model": self.model,
+                "dataset": self.dataset, "dataset_options": self.data_options, "model": self.model,
                 "model_options": dict(self.model_options), "epsilon": self.epsilon, "delta": self.delta,
                 "trials": self.trials, "canary": self.canary, "rows": self.rows, "alpha": self.alpha,
                 "seed": self.seed, **_user_code_and_data(self),
                 **({"threshold": self.threshold} if self.threshold is not None else {})}
+
+    @property
+    def data_options(self) -> dict:
+        """The dataset options as they identify the data (`dpbench.core.keys.content_keyed`)."""
+        return content_keyed(self.dataset_options, self.dataset_path_keys, self.dataset_files)
 
     @cached_property
     def key(self) -> str:
@@ -119,7 +126,7 @@ class ResolvedAudit:
 
     setup: AuditSetup
     recipe: Recipe
-    params: dict  # recipe params for this algorithm, overridden by the setup's, each checked
+    params: dict  # the recipe's params (by role, then by algorithm name), overridden by the setup's, each checked
     model_options: dict
     rows: int
     private: bool
@@ -200,8 +207,9 @@ def check_setup(setup: AuditSetup) -> ResolvedAudit:
         raise AuditError(f"model: {exc}") from None
     model_options = _declared("model_options", model.validate,
                               {**dict(recipe.model_options), **dict(setup.model_options)}, coerce=False)
-    params = _declared("params", info.validate, {**dict(recipe.params.get(setup.algorithm, {})), **dict(setup.params)},
-                       coerce=True)
+    by_role = {p.name: recipe.roles[p.role] for p in info.params if p.role in recipe.roles}
+    params = _declared("params", info.validate,
+                       {**by_role, **dict(recipe.params.get(setup.algorithm, {})), **dict(setup.params)}, coerce=True)
     if setup.epsilon is None:
         if info.private:
             raise AuditError(f"epsilon: {setup.algorithm} is private: give the target epsilon to audit")

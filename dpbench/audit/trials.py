@@ -76,7 +76,7 @@ def trial_rng(game_key: str, side: int, trial: int) -> np.random.Generator:
 
 
 def data_seed(setup: AuditSetup) -> int:
-    return seed_from("audit-data", setup.seed, setup.dataset, dict(setup.dataset_options)) % (2**32)
+    return seed_from("audit-data", setup.seed, setup.dataset, setup.data_options) % (2**32)
 
 
 @functools.lru_cache(maxsize=8)

@@ -7,6 +7,8 @@ Exit codes:
      or `bench --against opacus` found torch or opacus not installed (one line: how to install);
   2  a usage error: bad YAML, option or argument, missing data, a results folder that cannot be
      one (one line `error: ...`);
+  4  `verify` found a run suspect (an audit estimate above the claim: a warning, not a proof);
+     a mismatch it found exits 1;
   3  the file system refused a write or read of results: read-only, full (ENOSPC), no
      permission (one line `error: ...` naming the file; what was stored before stays stored);
   130 interrupted (Ctrl-C): one line; finished results stay stored and a rerun resumes.

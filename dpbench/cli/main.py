@@ -12,7 +12,7 @@ import click
 # imports numpy: OpenBLAS reads its thread count when numpy is first imported, and a multi-threaded
 # BLAS only contends in the small parallel cells and gives other last digits than the workers.
 import dpbench.cli.blas_threads  # noqa: F401  (first: before numpy loads)
-from dpbench.cli import audit, bench, catalog, claims, data, decide, experiments, privacy, report
+from dpbench.cli import audit, bench, catalog, claims, data, decide, experiments, privacy, report, verify
 from dpbench.cli.exits import ErrorExitGroup
 
 
@@ -28,11 +28,12 @@ def main() -> None:
       dpbench list                                     # algorithms, datasets, models
       dpbench decide experiments/pidp.yaml --budget 2  # add seeds until each claim is decided
       dpbench privacy calibrate --epsilon 1 --delta 1e-5 --sampling-rate 0.01 --steps 1000
+      dpbench verify path/to/plugin.py:fit             # check an algorithm's runs against its ledger
     """
 
 
 for _command in (experiments.run, experiments.check, experiments.plot, claims.claims, decide.decide, report.report_,
-                 catalog.list_, data.data, privacy.privacy, audit.audit, bench.bench):
+                 catalog.list_, data.data, privacy.privacy, audit.audit, verify.verify, bench.bench):
     main.add_command(_command)
 
 

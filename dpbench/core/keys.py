@@ -117,6 +117,16 @@ def _unsupported(node: ast.AST) -> str:
     return f"{type(node).__name__.lower()} is not allowed (numbers, n, + - * / **, parentheses, {', '.join(_FUNCS)})"
 
 
+def content_keyed(options: tuple[tuple[str, Any], ...], path_keys: tuple[str, ...],
+                  files_digest: str | None) -> dict:
+    """Data set options as they identify the data: the options that name files (`path_keys`) left
+    out when the digest of those files' content (`files_digest`) stands for them, so that the same
+    file named by a relative or an absolute path gives the same key, split and randomness."""
+    if files_digest is None or not path_keys:
+        return dict(options)
+    return {k: v for k, v in options if k not in path_keys}
+
+
 # ---- the cell ------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Cell:
@@ -144,6 +154,8 @@ class Cell:
     # file reruns), unlike the folder relative paths in dataset_options are read from (the YAML's)
     dataset_files: str | None = None
     dataset_base: str = field(default="", compare=False)
+    # the options among dataset_options that name files: with dataset_files set, their content stands for them
+    dataset_path_keys: tuple[str, ...] = field(default=(), compare=False)
     # labels name the curves; they are not part of the key
     label: str = field(default="", compare=False)
     dataset_label: str = field(default="", compare=False)
@@ -152,7 +164,7 @@ class Cell:
 
     def identity(self) -> dict:
         return {"schema": CELL_SCHEMA, "algorithm": self.algorithm, "params": dict(self.params),
-                "dataset": self.dataset, "dataset_options": dict(self.dataset_options), "model": self.model,
+                "dataset": self.dataset, "dataset_options": self.data_options, "model": self.model,
                 "model_options": dict(self.model_options), "epsilon": self.epsilon, "delta": self.delta,
                 "rep": self.rep, "seed": self.seed, "optimum": dict(self.optimum),
                 **({"draw": self.draw, "tuning": dict(self.tuning)} if self.tuning is not None else {}),
@@ -170,14 +182,19 @@ class Cell:
                 "dataset_panel": self.dataset_panel or dataset_label, "model_label": self.model_label or self.model}
 
     @property
+    def data_options(self) -> dict:
+        """The data set options as they identify the data (`content_keyed`)."""
+        return content_keyed(self.dataset_options, self.dataset_path_keys, self.dataset_files)
+
+    @property
     def data_seed(self) -> int:
         """Split/subsample seed: shared by every algorithm and model of one repetition."""
-        return seed_from("data", self.seed, self.rep, self.dataset, dict(self.dataset_options)) % (2**32)
+        return seed_from("data", self.seed, self.rep, self.dataset, self.data_options) % (2**32)
 
     @property
     def problem_key(self) -> str:
         """Identifies (data split, model): cells with the same problem share L*."""
-        return digest({"dataset": self.dataset, "dataset_options": dict(self.dataset_options),
+        return digest({"dataset": self.dataset, "dataset_options": self.data_options,
                        "data_seed": self.data_seed, "model": self.model, "model_options": dict(self.model_options),
                        "optimum": dict(self.optimum)})
 
@@ -192,7 +209,7 @@ class Cell:
         selection (`draw` set) gets its own stream from its draw number and hyperparameters too:
         every candidate has fresh, independent noise, as the selection's proof requires.
         """
-        parts = [self.seed, self.rep, self.algorithm, self.dataset, dict(self.dataset_options), self.model,
+        parts = [self.seed, self.rep, self.algorithm, self.dataset, self.data_options, self.model,
                  dict(self.model_options), self.epsilon]
         if self.draw is not None:
             parts += ["draw", self.draw, dict(self.params)]

@@ -41,6 +41,8 @@ from dpbench.core.validation import (Boolean, Constraint, Integral, Interval, Op
                                      Text, validate as validate_value)
 
 _KINDS = (bool, int, float, str)
+#: what a parameter can be to the tools that set parameters by meaning (`Param.role`)
+ROLES = ("clip_norm",)
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,9 @@ class Param:
     Written as the metadata of an `Annotated` keyword (`params_of` fills name, kind, default and
     optional from the signature). `minimum` is inclusive unless `exclusive_minimum`; `paper` cites
     where the paper sets or defines it; `path` marks a file path (a spec resolves it relative to the
-    YAML file's folder).
+    YAML file's folder). `role` names what the parameter is to the tools that set it by meaning, not
+    by the component's name (ROLES: "clip_norm", the per-example clipping norm an audit's canary
+    recipe recommends).
     """
 
     doc: str
@@ -64,6 +68,11 @@ class Param:
     kind: type = float
     default: Any = None
     optional: bool = False  # None is an accepted value
+    role: str = ""  # one of ROLES, or "" (no role)
+
+    def __post_init__(self) -> None:
+        if self.role and self.role not in ROLES:
+            raise ValueError(f"unknown parameter role {self.role!r}; expected one of {', '.join(ROLES)}")
 
     def constraints(self) -> list:
         """The declaration in the validation vocabulary (dpbench.core.validation): the type with its
@@ -107,7 +116,8 @@ class Param:
             bounds.append("one of " + "|".join(map(str, self.choices)))
         where = f" [{self.paper}]" if self.paper else ""
         rng = f", {', '.join(bounds)}" if bounds else ""
-        return f"{self.name} ({kind}, default {self.default!r}{rng}): {self.doc}{where}"
+        role = f", role {self.role}" if self.role else ""
+        return f"{self.name} ({kind}, default {self.default!r}{rng}{role}): {self.doc}{where}"
 
 
 def _kind(annotation: Any, where: str) -> tuple[type, bool]:

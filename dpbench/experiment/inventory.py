@@ -21,14 +21,31 @@ def collect(exp: Experiment, results: str | Path) -> tuple[pd.DataFrame, pd.Data
     return runs, curves_mod.curves_table(selected), data_files
 
 
-def runs_and_selection(exp: Experiment, results: str | Path,
-                        records: list[dict] | None = None) -> tuple[pd.DataFrame, dict, dict]:
-    records = inventory(exp, results).records if records is None else records
+def runs_and_selection(exp: Experiment, results: str | Path, records: list[dict] | None = None,
+                        missing: list | None = None) -> tuple[pd.DataFrame, dict, dict]:
+    """(runs table, selected runs per metric, data files) of the stored records (all of the
+    experiment's when `records` is None); `missing` ((cell, why) pairs, `Inventory.missing`) names
+    the private searches that lost a draw, whose curves then claim no end-to-end epsilon."""
+    if records is None:
+        found = inventory(exp, results)
+        records, missing = found.records, found.missing
     data_files: dict = {}
     for record in records:
         data_files.update(record.get("data_files") or {})
     runs = curves_mod.runs_table(records)
-    return runs, curves_mod.selected_by_metric(runs, exp.metrics, exp.selection, exp.select_per), data_files
+    return runs, curves_mod.selected_by_metric(runs, exp.metrics, exp.selection, exp.select_per,
+                                               lost_draws(missing or [])), data_files
+
+
+def lost_draws(missing: list) -> frozenset:
+    """(label, dataset_label, model_label, epsilon, rep) of every private search with a draw among
+    the `missing` cells."""
+    out = set()
+    for cell, _ in missing:
+        if cell.draw:  # draw 0 is an accounting run, not a draw of the search
+            labels = cell.labels()
+            out.add((labels["label"], labels["dataset_label"], labels["model_label"], cell.epsilon, cell.rep))
+    return frozenset(out)
 
 
 @dataclass

@@ -77,4 +77,14 @@ def manifest(exp: Experiment, runs: pd.DataFrame, summary: runner.RunSummary | N
                                                    "failed": len(summary.failed),
                                                    "seconds": round(summary.seconds, 2)},
         "data": data_files,
+        "plugins": plugin_provenance(exp),
     }
+
+
+def plugin_provenance(exp: Experiment) -> list[dict]:
+    """Reference, SHA-256 and version (`dpbench.run.plugins.provenance`) of every plugin the
+    experiment's algorithms and audits name, in the order they appear."""
+    from dpbench.run import plugins
+
+    named = [a.plugin for a in exp.algorithms] + [s.plugin for s in exp.audits]
+    return [plugins.provenance(ref) for ref in dict.fromkeys(r for r in named if r)]

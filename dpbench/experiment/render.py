@@ -76,7 +76,7 @@ def render(exp: Experiment, *, results: str | Path = "results", summary: runner.
     if inv.missing or audit_gaps:
         note = f"partial: {len(records)} of {inv.expected} cells" + \
             (f", {len(audit_list)} of {len(exp.audits)} audits" if exp.audits else "")
-    runs, selected, data_files = runs_and_selection(exp, results, records)
+    runs, selected, data_files = runs_and_selection(exp, results, records, inv.missing)
     curves = curves_mod.curves_table(selected)
     if note and not curves.empty:
         curves = curves.assign(partial=note)

@@ -262,7 +262,9 @@ def _provenance(exp: Experiment, manifest: dict | None, folder: Path) -> dict:
             "cell time (CPU s, sum over cells)": manifest.get("fit_seconds"),
             "last run": (f"{last.get('ran', 0)} cells computed, {last.get('reused', 0)} reused, "
                          f"{last.get('failed', 0)} failed, {last.get('seconds', 0):,.0f} s wall") if last else None,
-            "data files (SHA-256)": manifest.get("data") or {}}
+            "data files (SHA-256)": manifest.get("data") or {},
+            "plugins (reference, SHA-256, version)": {p["reference"]: f"{p['sha256']}, {p.get('version') or '-'}"
+                                                     for p in manifest.get("plugins") or []}}
 
 
 def experiment_data(exp: Experiment, results: str | Path, out: Path, *, baseline: bool = True,

@@ -325,11 +325,12 @@ def _record(cell: Cell, shared: _Prepared, target, fit, fit_seconds: float, lsta
             context: CellContext) -> dict:
     """The stored record of a fitted cell: its identity, the metrics of the released theta, the
     ledger as released (with the weak-delta and convexity notes), trace, private-selection score."""
-    from dpbench.run import metrics
+    from dpbench.privacy import claim_check
+    from dpbench.run import metrics, plugins
 
     dataset, model, info, delta = shared.dataset, shared.model, shared.info, target.delta
     population_lstar = population_optimum(cell, dataset, model, context)
-    ledger = Ledger.from_dict(fit.privacy)
+    ledger = claim_check.checked(Ledger.from_dict(fit.privacy), target.epsilon, delta)
     if info.convex_only and not model.convex and ledger.claim != "none":
         ledger = ledger.with_claim("none", f"{cell.algorithm}'s proof needs a convex loss; {cell.model} is not convex")
     if delta is not None and ledger.claim != "none" and delta >= 1.0 / dataset.n_train:
@@ -359,4 +360,5 @@ def _record(cell: Cell, shared: _Prepared, target, fit, fit_seconds: float, lsta
         **({"draw": cell.draw, "tuning": tuning} if tuning is not None else {}),
         "data_files": {f"{Path(f['path']).parent.name}/{Path(f['path']).name}": f["sha256"]
                        for f in dataset.provenance.get("files", [])},
+        **({"plugin": plugins.provenance(cell.plugin)} if cell.plugin is not None else {}),
     }

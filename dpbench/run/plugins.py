@@ -147,6 +147,33 @@ def fingerprint(reference: str, base: str | os.PathLike | None = None) -> str:
     return _digest(path)[:_DIGEST_CHARS]
 
 
+def provenance(reference: str, base: str | os.PathLike | None = None) -> dict:
+    """Where a plugin's code comes from, as stored with every cell it fits and in the manifest: the
+    reference (`resolve`d; a file under the current folder relative to it, so that the tables of a
+    checkout do not name the folder it was cloned into), the SHA-256 of its source file (whole;
+    `fingerprint` is its first characters) and, for the module form, the version of the installed
+    distribution that provides the module (None for a file, or a module no distribution claims)."""
+    canonical = resolve(reference, base)
+    target, obj = _split(canonical)
+    is_file = _is_file(target)
+    shown = canonical
+    if is_file:
+        relative = os.path.relpath(target)
+        shown = f"{relative}:{obj}" if not relative.startswith("..") else canonical
+    version = None
+    if not is_file:
+        from importlib import metadata
+
+        top = target.split(".")[0]
+        for dist in metadata.packages_distributions().get(top, []):
+            try:
+                version = metadata.version(dist)
+                break
+            except metadata.PackageNotFoundError:
+                continue
+    return {"reference": shown, "sha256": _digest(target if is_file else _module_file(target)), "version": version}
+
+
 # ---- loading ---------------------------------------------------------------------------------
 class _Imported:
     """A plugin module as imported: its content digest and the source its components record."""

@@ -59,6 +59,8 @@ def lines(what: str | None = None, *, markdown: bool = False) -> list[str]:
             if kind == "canaries":  # a recipe recommends settings rather than declaring parameters
                 about += "".join(f"; for {alg}: {', '.join(f'{k}={v!r}' for k, v in sorted(ps.items()))}"
                                  for alg, ps in sorted(entry.params.items()))
+                about += "".join(f"; for a parameter of role {role} (any algorithm): {value!r}"
+                                 for role, value in sorted(entry.roles.items()))
                 if entry.model_options:
                     about += f"; model options {dict(entry.model_options)}"
             if markdown:

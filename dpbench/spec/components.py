@@ -87,6 +87,13 @@ def dataset_check(name: str, given: dict, path: str, base: str = "") -> str | No
     return digest([hashlib.sha256(f.read_bytes()).hexdigest() for f in files])
 
 
+def path_keys(dataset: str) -> tuple[str, ...]:
+    """The options of data set `dataset` that name files (declared `Param(..., path=True)`)."""
+    from dpbench import data
+
+    return tuple(sorted(p.name for p in data.DATASETS.lookup(dataset).params if p.path))
+
+
 def model_check(name: str, given: dict, path: str, base: str = "") -> None:
     """Check a model entry against the model's declared options."""
     from dpbench import models

@@ -11,7 +11,7 @@ import numpy as np
 
 from dpbench.core.keys import Cell, digest, seed_from
 from dpbench.spec.algorithms import AlgorithmSpec
-from dpbench.spec.components import Component
+from dpbench.spec.components import Component, path_keys
 from dpbench.spec.figure_specs import FigureSpec
 
 
@@ -118,7 +118,8 @@ class Experiment:
                             rep=rep, seed=self.seed, optimum=self.optimum, label=algo.label,
                             dataset_label=ds.label, model_label=model.label, dataset_panel=ds.panel or ds.label,
                             draw=draw, tuning=algo.tuning, plugin=algo.plugin, plugin_digest=algo.plugin_digest,
-                            dataset_base=ds.base, dataset_files=ds.files_digest)
+                            dataset_base=ds.base, dataset_files=ds.files_digest,
+                            dataset_path_keys=path_keys(ds.name))
 
             if algo.tuning is None:
                 out.extend(cell(params, eps, rep) for rep in self.reps_for(ds) for params in algo.grid

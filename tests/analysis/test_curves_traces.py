@@ -33,7 +33,8 @@ def _record(key, label, eps, rep, params, values, val_loss):
             "model": "m", "model_label": "m", "epsilon": eps, "delta": 1e-5, "rep": rep, "problem": f"p{rep}",
             "n_train": 100, "n_test": 20, "n_params": 3, "lstar": 0.0, "fit_seconds": 0.1, "params": params,
             "metrics": {"train_loss": 1.0, "test_loss": 1.0, "val_loss": val_loss, "estimation_error": values[-1]},
-            "privacy": {"claim": "valid" if eps else "none"},
+            "privacy": {"claim": "valid", "target_epsilon": eps, "delta": 1e-5, "epsilon_spent": {"rdp": eps}}
+            if eps else {"claim": "none"},
             "trace": [{"step": s, "estimation_error": v} for s, v in zip((0, 10, 20), values)]}
 
 

@@ -110,7 +110,8 @@ CHANGED = {"algorithm": "dp_gd", "params": (("lr", 1.0),), "dataset": "adult", "
            "plugin_digest": "abd", "dataset_files": "deg"}
 #: fields that name or locate the cell but are not part of its identity
 NOT_IDENTITY = {"plugin": "/elsewhere/plugin.py:fit", "dataset_base": "/elsewhere", "label": "DP-SGD",
-                "dataset_label": "Iris", "model_label": "LR", "dataset_panel": "panel"}
+                "dataset_label": "Iris", "model_label": "LR", "dataset_panel": "panel",
+                "dataset_path_keys": ("path",)}  # names which options are files (BASE has none): content_keyed
 
 
 def test_every_field_is_either_identity_or_a_label():
@@ -148,6 +149,16 @@ def test_the_data_seed_is_shared_by_every_algorithm_and_model_of_a_repetition():
     assert other.data_seed == expected and other.key != BASE.key
     assert dataclasses.replace(BASE, rep=1).data_seed != expected
     assert dataclasses.replace(BASE, dataset_options=(("n", 50),)).data_seed != expected
+
+
+def test_a_file_named_by_an_option_is_identified_by_its_content_not_its_path():
+    named = dataclasses.replace(BASE, dataset="csv", dataset_options=(("label", "y"), ("path", "data.csv")),
+                                dataset_path_keys=("path",))
+    moved = dataclasses.replace(named, dataset_options=(("label", "y"), ("path", "/abs/data.csv")))
+    assert moved.key == named.key and moved.data_seed == named.data_seed and moved.problem_key == named.problem_key
+    assert dataclasses.replace(moved, dataset_files="other").key != named.key  # other content: another cell
+    unhashed = dataclasses.replace(named, dataset_files=None)  # no digest (file absent): the path is the identity
+    assert dataclasses.replace(unhashed, dataset_options=moved.dataset_options).key != unhashed.key
     assert dataclasses.replace(BASE, model="mlp").problem_key != BASE.problem_key
     assert dataclasses.replace(BASE, algorithm="dp_gd").problem_key == BASE.problem_key
 

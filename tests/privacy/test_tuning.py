@@ -163,7 +163,8 @@ def test_tuning_a_non_private_baseline_or_a_regressor_by_accuracy_is_refused():
 
 # ---- selection and labels --------------------------------------------------------------------
 def _run(key, rep, draw, params, score, claim="valid", noise_std=2.0):
-    privacy = {"claim": claim, "private": True, "noise_std": noise_std, "sensitivity": 1.0}
+    privacy = {"claim": claim, "private": True, "noise_std": noise_std, "sensitivity": 1.0, "target_epsilon": 1.0,
+               "delta": DELTA, "epsilon_spent": {"analytic_gaussian": 1.0}}
     settings = {"mean_runs": 3.0, "eta": 0.0, "score": "val_accuracy", "score_noise": 10.0, "loss_bound": 1.0,
                 "grid_size": 2}
     return {"status": "ok", "key": key, "label": "a", "algorithm": "a", "dataset": "d", "dataset_label": "d",
@@ -190,6 +191,21 @@ def test_private_selection_without_a_run_of_every_combination_is_not_accounted()
     chosen = select(runs_table(records))
     assert chosen["eps_end_to_end"].isna().all()
     assert set(chosen["curve_claim"]) == {"valid per run; private selection not accounted (2 candidates)"}
+
+
+def test_a_search_that_lost_a_draw_is_not_valid_end_to_end():
+    full = [_run("a1", 0, 1, {"lr": 1}, 0.2), _run("a3", 0, 3, {"lr": 1}, 0.7), _run("b1", 1, 1, {"lr": 1}, 0.4),
+            _run("acc", 0, 0, {"lr": 2}, 0.99)]
+    chosen = select(runs_table(full))  # rep 0 has draws 1 and 3: draw 2 is missing
+    assert chosen["eps_end_to_end"].isna().all()
+    assert set(chosen["curve_claim"]) == {
+        "valid per run; private selection incomplete (a draw of seed 0's search is missing) (2 candidates)"}
+    # a lost last draw cannot be seen in the runs: the inventory names it (`incomplete`)
+    whole = [r for r in full if r["key"] != "a3"]
+    assert set(select(runs_table(whole))["curve_claim"]) == {"valid end to end (private selection, 2 candidates)"}
+    lost = frozenset({("a", "d", "m", 1.0, 1)})
+    assert set(select(runs_table(whole), incomplete=lost)["curve_claim"]) == {
+        "valid per run; private selection incomplete (a draw of seed 1's search is missing) (2 candidates)"}
 
 
 def test_curve_claims_say_what_the_selection_cost():

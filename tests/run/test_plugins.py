@@ -310,3 +310,53 @@ def test_example_experiment_end_to_end(tmp_path, monkeypatch, data_dir):
                                    "--data", str(data_dir), "--results", results, "--backend", "sequential", "--no-progress"])
     assert audited.exit_code == 0, audited.output
     assert "dpsgd_normalized" in audited.output
+
+
+def test_provenance_names_the_file_its_whole_sha256_and_a_module_s_version(tmp_path, monkeypatch):
+    from importlib import metadata
+
+    path = tmp_path / "prov_plugin.py"
+    path.write_text("x = 1\n")
+    monkeypatch.chdir(tmp_path)
+    found = plugins.provenance(f"{path}:fit")
+    assert found == {"reference": "prov_plugin.py:fit", "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+                     "version": None}
+    assert plugins.fingerprint(f"{path}:fit") == found["sha256"][:16]  # the key's digest is its prefix
+    module = plugins.provenance("dpbench.algorithms.dpsgd:fit_dpsgd")  # module form: the distribution's version
+    assert module["reference"] == "dpbench.algorithms.dpsgd:fit_dpsgd"
+    assert module["version"] == metadata.version("dpbench")
+
+
+def test_the_records_runs_table_and_manifest_of_a_plugin_name_where_its_code_came_from(tmp_path, data_dir):
+    import json
+
+    import pandas as pd
+    from click.testing import CliRunner
+
+    from dpbench.cli.main import main
+
+    plugin = REPO / "examples" / "my_algorithm" / "my_method.py"
+    spec = tmp_path / "prov.yaml"
+    spec.write_text(f"""
+name: prov
+seed: 0
+seeds: 1
+datasets: [breast_cancer]
+models: [logreg]
+algorithms:
+  - {{plugin: {plugin}:fit_dpsgd_normalized, params: {{epochs: 1}}}}
+  - {{name: dpsgd, params: {{epochs: 1}}}}
+epsilons: [1.0]
+delta: 1.0e-5
+metrics: [accuracy]
+""")
+    results = tmp_path / "results"
+    out = CliRunner().invoke(main, ["run", str(spec), "--results", str(results), "--data", str(data_dir),
+                                    "--no-progress"])
+    assert out.exit_code == 0, out.output
+    expected = plugins.provenance(f"{plugin}:fit_dpsgd_normalized")
+    records = [json.loads(p.read_text()) for p in (results / "prov" / "cells").glob("*.json")]
+    assert sorted(str(r.get("plugin")) for r in records) == sorted([str(expected), "None"])
+    runs = pd.read_csv(results / "prov" / "runs.csv.gz")
+    assert {json.loads(p)["sha256"] for p in runs["plugin"].dropna()} == {expected["sha256"]}
+    assert json.loads((results / "prov" / "manifest.json").read_text())["plugins"] == [expected]

@@ -1,0 +1,420 @@
+"""`dpbench verify`: what an algorithm does, checked against what its ledger claims.
+
+A fit's ledger says what it spent; nothing obliges it to be true (a plugin's least of all). This
+module runs the algorithm a few times on the spare-feature game of the audits (base rows of a data
+set plus an all-zero column u, `dpbench.audit.canaries`) and checks, independently of the fit's
+own arithmetic:
+
+* **ledger**: a "valid" claim needs a finite epsilon spent within the target, at the target's
+  delta, and, where the ledger names a Gaussian-family mechanism (noise multiplier z, sampling
+  rate q, steps T), the epsilon dpbench's accountants compute from those numbers
+  (`dpbench.privacy.accounting`) within the target (1 % for the accountants' discretisation);
+* **stream** (algorithms that report their noisy steps, `dpbench.algorithms.releases`):
+  - steps: the noisy steps observed per run against the ledger's `steps`;
+  - declared noise: each step's noise std / clip norm against the ledger's noise multiplier
+    (twice the clip norm under replace-one), its rate against the ledger's sampling rate;
+  - measured noise: no base record touches u, so on the base rows a released statistic along u is
+    its noise alone, z_t = <released_t, u> / weight ~ N(0, s_t^2) with s_t the declared std; the
+    99.9 % chi-square interval of sqrt(mean (z_t / s_t)^2) must reach 0.9 (less noise than declared
+    is a mismatch; more is reported, not flagged);
+  - canary effect: with the canary (e_u, +1) added, z_t = b_t a_t + noise, where a_t is the
+    canary's gradient along u clipped to the declared clip norm at the step's iterate (what the
+    release says one record can contribute) and b_t ~ Bernoulli(q) its membership of the batch.
+    The least-squares slope sum z_t a_t / sum a_t^2 estimates q; one more than 4 standard errors
+    and 25 % above the declared rate means a record moves the releases more than rate and clip
+    allow (no clipping, a larger batch than declared);
+  - the iterates follow the releases: along u an honest first-order step moves the iterate with
+    the released statistic (theta_{t+1,u} - theta_{t,u} against z_t, the last step's successor
+    being the returned model); no correlation (|r| < 0.1, or its 99.9 % interval containing 0)
+    means the reported releases are not what trained the model;
+  - recomputed epsilon: the epsilon of the steps as observed (T counted, z and q as each step
+    declared them) at the target delta, within 1 % of the target;
+* **audit** (`trials` > 0): the all-updates audit with the gradient canary (its recommended
+  parameters set by role, e.g. the clip norm, `Recipe.roles`), or the final-model audit for an
+  algorithm that reports no steps. A lower bound above the claim is a mismatch (a proof, at 95 %
+  confidence); an estimate whose interval lies above the claim is a suspicion (a warning, not a
+  proof).
+
+The result is `consistent`, `mismatch: ...` or `suspect: ...` (`Verification.verdict`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+from dpbench.algorithms.releases import Release, observing
+from dpbench.audit.canaries import Game
+from dpbench.audit.setup import AuditError, AuditSetup
+from dpbench.audit.whitebox import contribution
+from dpbench.core.keys import seed_from
+from dpbench.core.ledger import Adjacency, Ledger
+
+#: relative slack of a recomputed epsilon over the target: the accountants' discretisation (PLD
+#: pessimistic estimates are within ~0.3 % of the exact value, docs/accounting.md)
+RECOMPUTE_TOLERANCE = 0.01
+#: a check's false-alarm level (each statistical check of one run of `verify`)
+CHECK_LEVEL = 1e-3
+#: measured noise below this fraction of the declared std (upper end of its interval) is a mismatch
+NOISE_FLOOR = 0.9
+#: a canary-effect slope this many standard errors and this factor above the declared rate is a mismatch
+EFFECT_SE, EFFECT_FACTOR = 4.0, 1.25
+#: |correlation| of iterate moves and releases along u below this (or not significant) is a mismatch
+FOLLOW_MIN = 0.1
+VERDICTS = ("consistent", "mismatch", "suspect")
+#: exit codes of `dpbench verify` by verdict (2 and 3 are the usage and file-system errors of every command)
+EXIT_CODES = {"consistent": 0, "mismatch": 1, "suspect": 4}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One check: its name, `ok`, `mismatch`, `suspect` or `skipped`, and what it saw."""
+
+    check: str
+    status: str
+    detail: str
+
+
+@dataclass
+class Verification:
+    """All checks of one algorithm (with the parameters its fits used); `verdict` sums them up."""
+
+    algorithm: str
+    findings: list[Finding] = field(default_factory=list)
+    params: dict = field(default_factory=dict)
+
+    def add(self, check: str, status: str, detail: str) -> None:
+        self.findings.append(Finding(check, status, detail))
+
+    @property
+    def status(self) -> str:
+        """mismatch if any check found one, else suspect if any suspects, else consistent."""
+        statuses = {f.status for f in self.findings}
+        return "mismatch" if "mismatch" in statuses else "suspect" if "suspect" in statuses else "consistent"
+
+    @property
+    def verdict(self) -> str:
+        """`consistent`, or `mismatch: <checks>` / `suspect: <checks>` naming what failed."""
+        status = self.status
+        if status == "consistent":
+            return status
+        return f"{status}: " + "; ".join(f"{f.check}: {f.detail}" for f in self.findings if f.status == status)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.status]
+
+
+# =============================================================================================
+# the ledger
+# =============================================================================================
+def _sampling_rate(ledger: Ledger) -> float | None:
+    sampling = ledger.get("sampling")
+    if isinstance(sampling, dict) and sampling.get("rate") is not None:
+        return float(sampling["rate"])
+    return None
+
+
+def _gaussian_epsilon(z: float, q: float, steps: int, delta: float) -> float:
+    """The smallest epsilon dpbench's accountants give T Gaussian steps of multiplier z on Poisson
+    samples of rate q (q = 1: full batch, where Gaussian DP is exact) at this delta."""
+    from dpbench.privacy import accounting
+
+    spent = accounting.dpsgd_epsilon_report(z, q, steps, delta)
+    if q >= 1.0:
+        spent["gdp"] = accounting.gdp_epsilon(math.sqrt(steps) / z, delta)
+    return min(float(v) for v in spent.values())
+
+
+def check_ledger(ledger: Ledger, epsilon: float, delta: float, into: Verification) -> None:
+    """The ledger's own numbers against its claim and the target (module docstring, ledger)."""
+    if ledger.claim != "valid":
+        into.add("ledger", "skipped", f"claims {ledger.claim!r}, not valid: nothing to hold it to")
+        return
+    spent = {k: float(v) for k, v in (ledger.epsilon_spent or {}).items() if v is not None}
+    if not spent:
+        into.add("ledger", "mismatch", "claims valid with no epsilon spent")
+        return
+    infinite = [k for k, v in spent.items() if not math.isfinite(v)]
+    if infinite:
+        into.add("ledger", "mismatch", f"claims valid while the {', '.join(infinite)} epsilon is infinite")
+        return
+    if ledger.target_epsilon is None or ledger.target_epsilon > epsilon * (1 + 1e-9):
+        into.add("ledger", "mismatch", f"target epsilon {ledger.target_epsilon} is not the one asked for ({epsilon:g})")
+        return
+    if min(spent.values()) > epsilon * (1 + 1e-9):
+        into.add("ledger", "mismatch", f"claims valid while epsilon spent {min(spent.values()):.4g} exceeds the "
+                                       f"target {epsilon:g}")
+        return
+    if ledger.delta is None or float(ledger.delta) > delta * (1 + 1e-9):
+        into.add("ledger", "mismatch", f"its epsilon is of delta {ledger.delta}, not the target {delta:g}")
+        return
+    z, q, steps = ledger.get("noise_multiplier"), _sampling_rate(ledger), ledger.get("steps")
+    if z is None or q is None or steps is None:
+        into.add("ledger", "ok", f"epsilon spent {min(spent.values()):.4g} <= {epsilon:g} (no Gaussian-family "
+                                 "numbers to recompute it from: the mechanism's theorem is taken as stated)")
+        return
+    recomputed = _gaussian_epsilon(float(z), q, int(steps), delta)
+    status = "ok" if recomputed <= epsilon * (1 + RECOMPUTE_TOLERANCE) else "mismatch"
+    into.add("ledger", status, f"epsilon recomputed from z = {float(z):.4g}, q = {q:.4g}, T = {int(steps)} at delta "
+                               f"{delta:g}: {recomputed:.4g} against the target {epsilon:g}")
+
+
+# =============================================================================================
+# the release stream
+# =============================================================================================
+class StreamRecorder:
+    """Records what one fit's noisy steps show along the spare direction u (module docstring)."""
+
+    def __init__(self, game: Game, canary: bool):
+        self.game, self.canary = game, canary
+        self.u = np.asarray(game.direction, dtype=float)
+        self.steps = 0
+        self.kinds: set[str] = set()
+        self.declared: list[tuple[float, float, float | None, float]] = []  # (noise_std, rate, clip, weight)
+        self.z: list[float] = []  # <released, u> / weight
+        self.s: list[float] = []  # declared noise std of that step
+        self.theta_u: list[float] = []  # the iterate along u the step was taken at
+        self.a: list[float] = []  # the canary's clipped contribution along u (canary runs)
+
+    def __call__(self, release: Release) -> None:
+        theta = np.atleast_2d(np.asarray(release.theta, dtype=float))
+        released = np.atleast_2d(np.asarray(release.released, dtype=float))
+        self.steps += 1
+        self.kinds.add(release.kind)
+        self.declared.append((release.noise_std, release.rate, release.clip_norm, release.weight))
+        self.z.append(float((released @ self.u)[0] / release.weight))
+        self.s.append(float(release.noise_std))
+        self.theta_u.append(float(theta[0] @ self.u))
+        if self.canary:
+            g = self.game
+            self.a.append(float(contribution(g.model, theta[:1], g.canary_x, g.canary_y, release.clip_norm,
+                                             self.u)[0]))
+
+
+@dataclass
+class _Runs:
+    """The recorders and ledgers of the runs of one side (base rows, or base rows + canary)."""
+
+    recorders: list[StreamRecorder]
+    ledgers: list[Ledger]
+    finals_u: list[float]
+
+
+def _run_side(info, game: Game, canary: bool, runs: int, epsilon: float, delta: float, params: dict,
+              seed: int, min_steps: int = 0, max_runs: int = 0) -> _Runs:
+    """`runs` fits on the base rows (canary False) or the base rows + the canary, each observed;
+    with min_steps, more fits (up to max_runs) until that many noisy steps are seen."""
+    from dpbench import algorithms
+
+    X, y = game.X, game.y
+    if canary:
+        X = np.vstack([X, np.asarray(game.canary_x, dtype=float)[None, :]])
+        y = np.concatenate([y, [float(game.canary_y)]])
+    problem = algorithms.Problem(model=game.model, X=X, y=y)
+    target = algorithms.PrivacyTarget(epsilon=epsilon, delta=delta)
+    out = _Runs([], [], [])
+    u = np.asarray(game.direction, dtype=float)
+    i = 0
+    while i < runs or (sum(r.steps for r in out.recorders) < min_steps and i < max(runs, max_runs)):
+        rng = np.random.default_rng(np.random.SeedSequence(seed_from("verify", seed, int(canary), i)))
+        recorder = StreamRecorder(game, canary)
+        with observing(recorder):
+            fit = info.fit(problem, target, rng, **params)
+        out.recorders.append(recorder)
+        out.ledgers.append(Ledger.from_dict(fit.privacy))
+        out.finals_u.append(float(np.asarray(fit.theta, dtype=float) @ u))
+        i += 1
+    return out
+
+
+def check_stream(base: _Runs, with_canary: _Runs, epsilon: float, delta: float, into: Verification) -> None:
+    """The stream checks of the module docstring on the runs of both sides."""
+    ledger = base.ledgers[0]
+    pairs = [(r.steps, g.get("steps")) for side in (base, with_canary) for r, g in zip(side.recorders, side.ledgers)]
+    counts = sorted({seen for seen, _ in pairs})
+    if any(said is None for _, said in pairs):
+        into.add("steps", "skipped", f"{'/'.join(map(str, counts))} noisy steps per run observed; the ledger states "
+                                     "no steps")
+    elif any(seen != int(said) for seen, said in pairs):
+        seen, said = next((seen, int(said)) for seen, said in pairs if seen != int(said))
+        into.add("steps", "mismatch", f"{seen} noisy steps observed in a run whose ledger says {said}")
+    else:
+        into.add("steps", "ok", f"{'/'.join(map(str, counts))} noisy steps per run, as each run's ledger says")
+
+    gradient = all(r.kinds == {"gradient_sum"} for r in base.recorders)
+    declared = [d for r in base.recorders for d in r.declared]
+    z_ledger, q_ledger = ledger.get("noise_multiplier"), _sampling_rate(ledger)
+    # the ledger's noise multiplier is relative to the sensitivity of the relation its epsilon is
+    # computed under: twice the clip norm when one record is replaced, the clip norm when added
+    factor = 2.0 if (ledger.spent_adjacency or ledger.audited_adjacency) is Adjacency.REPLACE_ONE else 1.0
+    if gradient and all(d[2] for d in declared):
+        z_stream = sorted({round(d[0] / (factor * d[2]), 9) for d in declared})
+        rates = sorted({d[1] for d in declared})
+        problems = []
+        if z_ledger is not None and any(abs(z - float(z_ledger)) > 1e-6 * float(z_ledger) for z in z_stream):
+            problems.append(f"steps declare noise multiplier {', '.join(f'{z:.4g}' for z in z_stream)}, the ledger "
+                            f"{float(z_ledger):.4g}")
+        if q_ledger is not None and any(abs(r - q_ledger) > 1e-9 for r in rates):
+            problems.append(f"steps declare sampling rate {', '.join(f'{r:.4g}' for r in rates)}, the ledger "
+                            f"{q_ledger:.4g}")
+        into.add("declared noise", "mismatch" if problems else "ok",
+                 "; ".join(problems) or f"steps declare z = {z_stream[0]:.4g}, rate {rates[0]:.4g}, as the ledger")
+        if len(z_stream) == 1 and len(rates) == 1 and ledger.claim == "valid":
+            steps = max(seen for seen, _ in pairs[:len(base.recorders)])  # the base runs'
+            observed = _gaussian_epsilon(z_stream[0], rates[0], steps, delta)
+            status = "ok" if observed <= epsilon * (1 + RECOMPUTE_TOLERANCE) else "mismatch"
+            into.add("recomputed epsilon", status, f"{steps} steps at z = {z_stream[0]:.4g}, q = {rates[0]:.4g} give "
+                                                   f"epsilon {observed:.4g} at delta {delta:g} against the target "
+                                                   f"{epsilon:g}")
+    else:
+        into.add("declared noise", "skipped", "steps are not all clipped gradient sums: no noise multiplier to "
+                                              "compare")
+
+    _measured_noise(base, into)
+    if gradient:
+        _canary_effect(with_canary, into)
+    _iterates_follow(base, into)
+
+
+def _measured_noise(base: _Runs, into: Verification) -> None:
+    z = np.array([v for r in base.recorders for v in r.z])
+    s = np.array([v for r in base.recorders for v in r.s])
+    noisy = s > 0
+    n = int(noisy.sum())
+    if n < 2:
+        into.add("measured noise", "skipped", "fewer than 2 noisy steps observed")
+        return
+    stat = float(np.sum((z[noisy] / s[noisy]) ** 2))
+    ratio = math.sqrt(stat / n)
+    low = math.sqrt(stat / stats.chi2.ppf(1 - CHECK_LEVEL / 2, n))
+    high = math.sqrt(stat / stats.chi2.ppf(CHECK_LEVEL / 2, n))
+    text = f"noise along the spare coordinate x{ratio:.3f} of the declared std [{low:.3f}, {high:.3f}] over {n} steps"
+    into.add("measured noise", "mismatch" if high < NOISE_FLOOR else "ok", text)
+
+
+def _canary_effect(runs: _Runs, into: Verification) -> None:
+    z = np.array([v for r in runs.recorders for v in r.z])
+    a = np.array([v for r in runs.recorders for v in r.a])
+    s = np.array([v for r in runs.recorders for v in r.s])
+    rates = sorted({d[1] for r in runs.recorders for d in r.declared})
+    if len(rates) != 1 or not np.any(a != 0):
+        into.add("canary effect", "skipped", "no single declared rate, or the canary contributes nothing")
+        return
+    q = rates[0]
+    saa = float(np.sum(a * a))
+    slope = float(np.sum(z * a) / saa)
+    se = math.sqrt(float(np.sum(a * a * (s * s + q * (1 - q) * a * a)))) / saa
+    text = (f"a canary record moves the releases {slope:.4g} x its clipped gradient per step (declared rate "
+            f"{q:.4g}; standard error {se:.2g})")
+    too_much = slope > EFFECT_FACTOR * q and (slope - q) > EFFECT_SE * se
+    into.add("canary effect", "mismatch" if too_much else "ok",
+             text + (": more than the declared rate and clip norm allow" if too_much else ""))
+
+
+def _iterates_follow(base: _Runs, into: Verification) -> None:
+    moves, z = [], []
+    for recorder, final in zip(base.recorders, base.finals_u):
+        thetas = recorder.theta_u + [final]
+        moves += list(np.diff(thetas))
+        z += recorder.z
+    moves, z = np.asarray(moves), np.asarray(z)
+    if len(z) < 10 or np.std(z) == 0 or np.std(moves) == 0:
+        into.add("iterates follow releases", "mismatch" if len(z) >= 10 and np.std(moves) == 0 else "skipped",
+                 "the iterate never moves along the spare coordinate while the releases do" if len(z) >= 10
+                 and np.std(moves) == 0 else "too few steps to tell")
+        return
+    r = float(np.corrcoef(moves, z)[0, 1])
+    # 99.9 % interval of the correlation (Fisher z)
+    half = stats.norm.ppf(1 - CHECK_LEVEL / 2) / math.sqrt(max(len(z) - 3, 1))
+    low, high = math.tanh(math.atanh(max(min(r, 0.999999), -0.999999)) - half), \
+        math.tanh(math.atanh(max(min(r, 0.999999), -0.999999)) + half)
+    follows = abs(r) >= FOLLOW_MIN and (low > 0 or high < 0)
+    into.add("iterates follow releases", "ok" if follows else "mismatch",
+             f"correlation of the iterate's moves with the released statistic along the spare coordinate "
+             f"{r:.3f} [{low:.3f}, {high:.3f}] over {len(z)} steps"
+             + ("" if follows else ": the reported releases are not what trains the model"))
+
+
+# =============================================================================================
+# the whole verification
+# =============================================================================================
+#: noisy steps the canary-effect check wants (its standard error is about z / sqrt(steps) in units of
+#: the clip norm: 5,000 steps resolve a rate 0.1 above the declared one at z ~ 2), and the most fits for them
+CANARY_STEPS, CANARY_MAX_RUNS = 5000, 400
+#: noisy steps on the base rows (the noise and iterate checks; the correlation's 99.9 % interval is
+#: about +-0.1 wide at 1,000 steps), and the most fits for them
+BASE_STEPS, BASE_MAX_RUNS = 1000, 200
+
+
+def verify(setup: AuditSetup, *, runs: int = 8, trials: int = 0, data_dir: str | None = None,
+           results: str | Path = "results", jobs: int = 1, progress: bool = False,
+           canary_steps: int = CANARY_STEPS) -> Verification:
+    """Every check of the module docstring for the algorithm of `setup` (its dataset, model,
+    epsilon, delta and parameters; the canary recipe must have a spare coordinate). `runs` fits on
+    the base rows for the ledger, noise and iterate checks (more until BASE_STEPS noisy steps are seen,
+    at most BASE_MAX_RUNS); fits with the canary until
+    `canary_steps` noisy steps are seen (at most CANARY_MAX_RUNS); with `trials` > 0 the audit too
+    (stored under RESULTS/.cache/audits like `dpbench audit`)."""
+    from dpbench import algorithms
+    from dpbench.audit.trials import build_game
+
+    resolved, game = build_game(setup, data_dir=data_dir)
+    info = algorithms.get(setup.algorithm)
+    out = Verification(algorithm=setup.algorithm, params=dict(resolved.params))
+    if not info.private:
+        out.add("ledger", "skipped", f"{setup.algorithm} is not private: nothing is claimed")
+        return out
+    if game.direction is None:
+        raise AuditError(f"canary {setup.canary!r} has no spare coordinate; verify needs one (gradient_canary)")
+    if game.model.n_params != np.asarray(game.direction).size:
+        raise AuditError(f"model {setup.model!r} has {game.model.n_params} parameters for {game.n_features} features: "
+                         "the checks read the releases along the spare feature's own parameter, which a linear "
+                         "model has (logreg, ridge); verify a linear model")
+    epsilon, delta = float(setup.epsilon), float(setup.delta)
+    params = dict(resolved.params)
+    base = _run_side(info, game, False, runs, epsilon, delta, params, setup.seed, BASE_STEPS, BASE_MAX_RUNS)
+    check_ledger(base.ledgers[0], epsilon, delta, out)
+    if info.updates and any(r.steps for r in base.recorders):
+        with_canary = _run_side(info, game, True, runs, epsilon, delta, params, setup.seed, canary_steps,
+                                CANARY_MAX_RUNS)
+        check_stream(base, with_canary, epsilon, delta, out)
+    else:
+        out.add("steps", "skipped", f"{setup.algorithm} reports no noisy steps (final model only): the stream "
+                                    "checks do not apply; the final-model audit does")
+    if trials:
+        _audit(setup, info.updates, trials, data_dir, results, jobs, progress, out)
+    return out
+
+
+def _audit(setup: AuditSetup, updates: bool, trials: int, data_dir, results, jobs: int, progress: bool,
+           into: Verification) -> None:
+    from dataclasses import replace
+
+    from dpbench.audit.multi_run import run_audit
+
+    audit_setup = replace(setup, trials=trials, threat="all_updates" if updates else "final_model",
+                          canary=setup.canary if updates else "spare_feature")
+    result = run_audit(audit_setup, data_dir=data_dir, results=results, jobs=jobs, progress=progress)
+    claimed = result.claimed_epsilon
+    estimate = result.estimate
+    shown = f"lower bound {result.epsilon_lower_bound:.3g} ({audit_setup.threat}, {trials} trials a side)"
+    if estimate is not None:
+        shown += f"; {estimate[0]} estimate {estimate[1]:.3g} [{estimate[2]:.3g}, {estimate[3]:.3g}]"
+    if claimed is None:
+        into.add("audit", "skipped", shown + "; nothing claimed")
+    elif result.broken:
+        into.add("audit", "mismatch", shown + f" above the claimed {claimed:g}: refuted")
+    elif estimate is not None and estimate[2] > claimed:
+        into.add("audit", "suspect", shown + f": the estimate's interval lies above the claimed {claimed:g} "
+                                             "(a warning, not a proof)")
+    else:
+        into.add("audit", "ok", shown + f" against the claimed {claimed:g}")
+
+
+__all__ = ["CHECK_LEVEL", "EXIT_CODES", "Finding", "StreamRecorder", "VERDICTS", "Verification", "check_ledger",
+           "check_stream", "verify"]

@@ -1,0 +1,79 @@
+"""`dpbench verify`: an algorithm's runs checked against what its ledger claims (dpbench.audit.verify)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from dpbench.cli.options import DATA_HELP, Checked, writable_folder
+from dpbench.core.validation import DELTA, POSITIVE, Integral, Interval
+
+MARKS = {"ok": "ok", "mismatch": "MISMATCH", "suspect": "SUSPECT", "skipped": "--"}
+
+
+@click.command()
+@click.argument("algorithm")
+@click.option("--dataset", default="breast_cancer", show_default=True,
+              help="dataset of the base rows (its training split, plus an all-zero column)")
+@click.option("--model", default="logreg", show_default=True, help="model (see `dpbench list models`)")
+@click.option("--eps", "epsilon", default=1.0, show_default=True, type=Checked(POSITIVE), help="target epsilon")
+@click.option("--delta", default=1e-5, show_default=True, type=Checked(DELTA), help="target delta")
+@click.option("--param", "params", multiple=True, metavar="NAME=VALUE",
+              help="algorithm hyperparameter (repeatable; overrides the recommended value of its role, e.g. the "
+                   "clip norm 0.1 of the gradient canary)")
+@click.option("--runs", default=8, show_default=True, type=Checked(Interval(Integral, 2)),
+              help="fits on the base rows for the ledger, noise and iterate checks")
+@click.option("--canary-steps", default=5000, show_default=True, type=Checked(Interval(Integral, 1)),
+              help="noisy steps to observe with the canary added (fits until then, at most 400)")
+@click.option("--trials", default=400, show_default=True, type=Checked(Interval(Integral, 0)),
+              help="trainings a side of the audit (0: no audit); all updates with the gradient canary for an "
+                   "algorithm that reports its steps, else the final model")
+@click.option("--seed", default=0, show_default=True, type=Checked(Interval(Integral, 0)), help="seed of data and fits")
+@click.option("--jobs", "-j", default=1, show_default=True, type=Checked(Interval(Integral, 1)),
+              help="parallel workers of the audit")
+@click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False), help=DATA_HELP)
+@click.option("--results", default="results", show_default=True, type=click.Path(),
+              help="the audit's fits are cached under RESULTS/.cache/audits")
+@click.option("--no-progress", is_flag=True, help="no progress bar")
+def verify(algorithm, dataset, model, epsilon, delta, params, runs, canary_steps, trials, seed, jobs, data_dir,
+           results, no_progress) -> None:
+    """Check what ALGORITHM does against what it claims: a built-in name or a plugin reference
+    (path/to/file.py:fit or package.module:fit; its code runs).
+
+    Runs it on the base rows of --dataset plus an all-zero column that no record touches, and
+    checks: the ledger's own numbers (a "valid" needs a finite epsilon within the target, at the
+    target's delta, recomputed by dpbench's accountants from the noise multiplier, sampling rate
+    and steps where the ledger states them); for an algorithm that reports its noisy steps, the
+    steps counted against the ledger, the declared noise and rate against the ledger, the noise
+    measured along the untouched column against the declared one, the effect of one canary record
+    against what the declared rate and clip norm allow, whether the iterates follow the reported
+    releases, and the epsilon of the steps as observed; then an audit (--trials), whose lower bound
+    above the claim refutes it and whose estimate above the claim is a warning.
+
+    Prints one line per check and the verdict: `consistent`, `mismatch: ...` or `suspect: ...`.
+    Exit code 0 consistent, 1 mismatch, 4 suspect (2: a usage error).
+    """
+    from dpbench.audit import setup as setup_mod
+    from dpbench.audit import verify as verify_mod
+    from dpbench.cli.audit import _key_values
+    from dpbench.run import plugins
+
+    plugin = plugin_digest = None
+    if ":" in algorithm:
+        plugin = plugins.resolve(algorithm)
+        algorithm = plugins.load(plugin).name
+        plugin_digest = plugins.fingerprint(plugin)
+    setup = setup_mod.AuditSetup.create(
+        algorithm, plugin=plugin, plugin_digest=plugin_digest, params=_key_values(params, "--param"), dataset=dataset,
+        model=model, epsilon=epsilon, delta=delta, trials=max(trials, 4), canary="gradient_canary", seed=seed)
+    if trials:
+        writable_folder(results)
+    result = verify_mod.verify(setup, runs=runs, trials=trials, data_dir=data_dir, results=results, jobs=jobs,
+                               progress=not no_progress, canary_steps=canary_steps)
+    shown = ", ".join(f"{k}={v}" for k, v in sorted(result.params.items()))
+    click.echo(f"{algorithm} on {dataset} ({model}), epsilon {epsilon:g}, delta {delta:g}; parameters: {shown or '-'}")
+    for finding in result.findings:
+        click.echo(f"  [{MARKS[finding.status]:>8}] {finding.check}: {finding.detail}")
+    click.echo(f"verdict: {result.verdict}")
+    sys.exit(result.exit_code)

@@ -1,0 +1,64 @@
+"""A DP-SGD plugin with one deliberate bug at a time (`bug=`), for `dpbench verify`'s tests.
+
+bug honest: DP-SGD (Abadi et al. 2016, Alg. 1): Poisson sampling at q = B/n, per-example
+clipping to C, N(0, (zC)^2 I) on the sum, z calibrated to (epsilon, delta) by dpbench's RDP
+accountant, every step reported with `release`. Each other value breaks one thing and leaves the
+ledger (and the claim "valid") as the honest run would write it, except where the bug is the ledger:
+  ledger_eps     the ledger's epsilon spent is 3x the target;
+  half_noise     half the noise;
+  twice_steps    2T steps;
+  wrong_rate     samples at 4q;
+  no_clip        per-example gradients not clipped;
+  mean_noise     the noise of the mean (zC / B) added to the sum;
+  other_delta    z calibrated at delta 0.1 (the ledger's epsilon spent is of that delta);
+  lying_stream   reports the noisy step but updates with the clean one.
+"""
+from typing import Annotated
+
+import numpy as np
+
+from dpbench.algorithms import Fit, Param, PrivacyTarget, Problem, algorithm, ledger
+from dpbench.algorithms.releases import release
+from dpbench.core.ledger import Adjacency
+from dpbench.privacy import calibrate_dpsgd_noise, dpsgd_epsilon_report
+
+BUGS = ("honest", "ledger_eps", "half_noise", "twice_steps", "wrong_rate", "no_clip", "mean_noise", "other_delta",
+        "lying_stream")
+
+
+@algorithm("buggy_dpsgd", title="DP-SGD with a switchable bug (tests of dpbench verify)",
+           citation="Abadi et al., CCS 2016", private=True, updates=True)
+def fit(
+    problem: Problem, privacy: PrivacyTarget, rng: np.random.Generator, *,
+    epochs: Annotated[float, Param("passes over the data", minimum=0, exclusive_minimum=True)] = 2.0,
+    batch_size: Annotated[float, Param("expected Poisson batch size B", minimum=1)] = 32.0,
+    lr: Annotated[float, Param("step size", minimum=0, exclusive_minimum=True)] = 0.5,
+    clip_norm: Annotated[float, Param("per-example clipping norm C", minimum=0, exclusive_minimum=True,
+                                      role="clip_norm")] = 1.0,
+    bug: Annotated[str, Param("the bug", choices=BUGS)] = "honest",
+) -> Fit:
+    model, X, y, n = problem.model, problem.X, problem.y, problem.n
+    B = min(float(batch_size), float(n))
+    q, steps = B / n, max(1, round(epochs * n / B))
+    z = calibrate_dpsgd_noise(privacy.epsilon, 0.1 if bug == "other_delta" else privacy.delta, q, steps)
+    sigma = z * clip_norm * {"half_noise": 0.5, "mean_noise": 1.0 / B}.get(bug, 1.0)
+    rate = 4 * q if bug == "wrong_rate" else q
+    theta = model.init(rng)
+    for t in range(1, (2 if bug == "twice_steps" else 1) * steps + 1):
+        batch = rng.random(n) < rate
+        if bug == "no_clip":
+            total = model.per_example_grads(theta, X[batch], y[batch]).sum(axis=0)
+        else:
+            total, _ = model.clipped_grad_sum(theta, X[batch], y[batch], clip_norm)
+        noisy = total + rng.normal(0.0, sigma, size=theta.shape)
+        release(t, theta, noisy / B, z * clip_norm, rate=q, clip_norm=clip_norm, weight=1.0 / B)
+        step = total if bug == "lying_stream" else noisy
+        theta = theta - lr * (step / B + model.reg_grad(theta))
+    spent = dpsgd_epsilon_report(z, q, steps, 0.1 if bug == "other_delta" else privacy.delta)
+    if bug == "ledger_eps":
+        spent = {k: 3 * privacy.epsilon for k in spent}
+    return Fit(theta=theta, privacy=ledger(
+        private=True, mechanism="Poisson-subsampled Gaussian over T steps (DP-SGD)", claim="valid",
+        target_epsilon=privacy.epsilon, delta=privacy.delta, epsilon_spent=spent, adjacency=Adjacency.ADD_REMOVE,
+        sensitivity=clip_norm, sampling={"kind": "poisson", "rate": q, "expected_batch": B}, steps=steps,
+        noise_multiplier=z))

@@ -1,0 +1,100 @@
+"""`dpbench verify`: each deliberate bug of tests/audit/buggy_dpsgd.py is caught by the check made
+for it, the honest plugin and the built-in DP-SGD are consistent, and the exit codes say so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from dpbench.audit import verify as verify_mod
+from dpbench.audit.setup import AuditSetup
+from dpbench.cli.main import main
+from dpbench.run import plugins
+
+PLUGIN = str(Path(__file__).with_name("buggy_dpsgd.py")) + ":fit"
+
+#: bug -> the checks that must report a mismatch (every other check may pass)
+CAUGHT_BY = {
+    "ledger_eps": {"ledger"},
+    "half_noise": {"measured noise"},
+    "twice_steps": {"steps", "recomputed epsilon"},
+    "wrong_rate": {"canary effect"},
+    "no_clip": {"canary effect"},
+    "mean_noise": {"measured noise"},
+    "other_delta": {"ledger", "recomputed epsilon"},
+    "lying_stream": {"iterates follow releases"},
+}
+
+
+def _setup(bug: str, **fields) -> AuditSetup:
+    reference = plugins.resolve(PLUGIN)
+    name = plugins.load(reference).name
+    return AuditSetup.create(name, plugin=reference, plugin_digest=plugins.fingerprint(reference),
+                             params={"bug": bug}, dataset="breast_cancer", epsilon=1.0, delta=1e-5,
+                             canary="gradient_canary", trials=4, **fields)
+
+
+@pytest.mark.parametrize("bug", sorted(CAUGHT_BY))
+def test_each_bug_is_a_mismatch_of_the_check_made_for_it(bug, data_dir):
+    result = verify_mod.verify(_setup(bug), data_dir=str(data_dir))
+    failed = {f.check for f in result.findings if f.status == "mismatch"}
+    assert CAUGHT_BY[bug] <= failed, (bug, [(f.check, f.status, f.detail) for f in result.findings])
+    assert result.status == "mismatch" and result.exit_code == 1
+    assert result.verdict.startswith("mismatch: ") and all(check in result.verdict for check in CAUGHT_BY[bug])
+
+
+def test_the_honest_plugin_passes_every_check_with_the_clip_norm_its_role_recommends(data_dir):
+    result = verify_mod.verify(_setup("honest"), data_dir=str(data_dir))
+    assert result.params["clip_norm"] == 0.1  # gradient_canary recommends it for the role clip_norm
+    statuses = {f.check: f.status for f in result.findings}
+    assert statuses == {"ledger": "ok", "steps": "ok", "declared noise": "ok", "recomputed epsilon": "ok",
+                        "measured noise": "ok", "canary effect": "ok", "iterates follow releases": "ok"}
+    assert result.verdict == "consistent" and result.exit_code == 0
+
+
+def test_the_ledger_check_recomputes_epsilon_and_refuses_infinity():
+    from dpbench.core.ledger import Ledger
+    from dpbench.privacy import accounting
+
+    def ledger(**overrides):
+        base = dict(private=True, mechanism="m", claim="valid", target_epsilon=1.0, delta=1e-5,
+                    epsilon_spent={"rdp": 0.9}, details={"noise_multiplier": 1.1, "steps": 100,
+                                                         "sampling": {"kind": "poisson", "rate": 0.01}})
+        base.update(overrides)
+        return Ledger(**base)
+
+    def status(l) -> tuple[str, str]:
+        out = verify_mod.Verification("x")
+        verify_mod.check_ledger(l, 1.0, 1e-5, out)
+        return out.findings[0].status, out.findings[0].detail
+
+    expected = min(accounting.dpsgd_epsilon_report(1.1, 0.01, 100, 1e-5).values())
+    ok, detail = status(ledger())
+    assert (ok == "ok") == (expected <= 1.01) and f"{expected:.4g}" in detail
+    assert status(ledger(epsilon_spent={"rdp": 0.5, "pld": float("inf")}))[0] == "mismatch"
+    assert status(ledger(delta=1e-3))[0] == "mismatch"
+    assert status(ledger(epsilon_spent={"rdp": 1.2}))[0] == "mismatch"
+    # a noise multiplier too small for the target: the ledger's own spent epsilon is not believed
+    assert status(ledger(details={"noise_multiplier": 0.5, "steps": 1000, "sampling": {"kind": "poisson",
+                                                                                       "rate": 0.05}}))[0] == "mismatch"
+    assert status(ledger(claim="paper-only"))[0] == "skipped"
+
+
+def test_cli_exit_codes_and_the_builtin_dpsgd(data_dir, tmp_path):
+    runner = CliRunner()
+    base = ["verify", "--data", str(data_dir), "--results", str(tmp_path), "--no-progress", "--trials", "0"]
+    out = runner.invoke(main, base + ["dpsgd"])
+    assert out.exit_code == 0, out.output
+    assert "verdict: consistent" in out.output and "clip_norm=0.1" in out.output
+    out = runner.invoke(main, base + [PLUGIN, "--param", "bug=no_clip"])
+    assert out.exit_code == 1 and "verdict: mismatch: canary effect" in out.output, out.output
+    out = runner.invoke(main, base + ["dpsgd", "--model", "mlp"])
+    assert out.exit_code == 2 and "verify a linear model" in out.output, out.output
+
+
+def test_the_audit_flags_half_the_noise_as_suspect(data_dir, tmp_path):
+    result = verify_mod.verify(_setup("half_noise"), data_dir=str(data_dir), trials=300, results=tmp_path)
+    audit = next(f for f in result.findings if f.check == "audit")
+    assert audit.status == "suspect" and "all_updates" in audit.detail, audit.detail
