@@ -5,8 +5,8 @@ module runs the algorithm a few times on the spare-feature game of the audits (b
 set plus an all-zero column u, `dpbench.audit.canaries`) and checks, independently of the fit's
 own arithmetic:
 
-* **ledger**: a "valid" claim needs a finite epsilon spent within the target, at the target's
-  delta, and, where the ledger names a Gaussian-family mechanism (noise multiplier z, sampling
+* **ledger**: a "valid" claim needs what every stored run is held to (`dpbench.privacy.claim_check`:
+  a finite epsilon spent within the target, at the target's delta) and, where the ledger names a Gaussian-family mechanism (noise multiplier z, sampling
   rate q, steps T), the epsilon dpbench's accountants compute from those numbers
   (`dpbench.privacy.accounting`) within the target (1 % for the accountants' discretisation);
 * **stream** (algorithms that report their noisy steps, `dpbench.algorithms.releases`):
@@ -53,6 +53,7 @@ from dpbench.audit.setup import AuditError, AuditSetup
 from dpbench.audit.whitebox import contribution
 from dpbench.core.keys import seed_from
 from dpbench.core.ledger import Adjacency, Ledger
+from dpbench.privacy import claim_check
 
 #: relative slack of a recomputed epsilon over the target: the accountants' discretisation (PLD
 #: pessimistic estimates are within ~0.3 % of the exact value, docs/accounting.md)
@@ -135,27 +136,14 @@ def check_ledger(ledger: Ledger, epsilon: float, delta: float, into: Verificatio
     if ledger.claim != "valid":
         into.add("ledger", "skipped", f"claims {ledger.claim!r}, not valid: nothing to hold it to")
         return
-    spent = {k: float(v) for k, v in (ledger.epsilon_spent or {}).items() if v is not None}
-    if not spent:
-        into.add("ledger", "mismatch", "claims valid with no epsilon spent")
+    found = claim_check.problems(ledger, epsilon, delta)  # the rules every stored run is held to
+    if found:
+        into.add("ledger", "mismatch", "claims valid while " + "; ".join(found))
         return
-    infinite = [k for k, v in spent.items() if not math.isfinite(v)]
-    if infinite:
-        into.add("ledger", "mismatch", f"claims valid while the {', '.join(infinite)} epsilon is infinite")
-        return
-    if ledger.target_epsilon is None or ledger.target_epsilon > epsilon * (1 + 1e-9):
-        into.add("ledger", "mismatch", f"target epsilon {ledger.target_epsilon} is not the one asked for ({epsilon:g})")
-        return
-    if min(spent.values()) > epsilon * (1 + 1e-9):
-        into.add("ledger", "mismatch", f"claims valid while epsilon spent {min(spent.values()):.4g} exceeds the "
-                                       f"target {epsilon:g}")
-        return
-    if ledger.delta is None or float(ledger.delta) > delta * (1 + 1e-9):
-        into.add("ledger", "mismatch", f"its epsilon is of delta {ledger.delta}, not the target {delta:g}")
-        return
+    spent = min(float(v) for v in ledger.epsilon_spent.values() if v is not None)
     z, q, steps = ledger.get("noise_multiplier"), _sampling_rate(ledger), ledger.get("steps")
     if z is None or q is None or steps is None:
-        into.add("ledger", "ok", f"epsilon spent {min(spent.values()):.4g} <= {epsilon:g} (no Gaussian-family "
+        into.add("ledger", "ok", f"epsilon spent {spent:.4g} <= {epsilon:g} (no Gaussian-family "
                                  "numbers to recompute it from: the mechanism's theorem is taken as stated)")
         return
     recomputed = _gaussian_epsilon(float(z), q, int(steps), delta)

@@ -81,6 +81,7 @@ class Experiment:
         for algo, ds, model in itertools.product(self.algorithms, self.datasets, self.models):
             if ds.label in skip_datasets or not algo.applies_to(ds, model):
                 continue
+            paths = path_keys(ds.name)  # the options of ds that name files (their content is in the key)
             if algo.tuning is None:
                 total += len(algo.grid) * (len(self.budgets(algo)) if algo.private else 1) * self.seeds_for(ds)
             else:
@@ -111,6 +112,7 @@ class Experiment:
         for algo, ds, model in itertools.product(self.algorithms, self.datasets, self.models):
             if ds.label in skip_datasets or not algo.applies_to(ds, model):
                 continue
+            paths = path_keys(ds.name)  # the options of ds that name files (their content is in the key)
 
             def cell(params, eps, rep, draw=None):
                 return Cell(algorithm=algo.name, params=params, dataset=ds.name, dataset_options=ds.options,
@@ -119,7 +121,7 @@ class Experiment:
                             dataset_label=ds.label, model_label=model.label, dataset_panel=ds.panel or ds.label,
                             draw=draw, tuning=algo.tuning, plugin=algo.plugin, plugin_digest=algo.plugin_digest,
                             dataset_base=ds.base, dataset_files=ds.files_digest,
-                            dataset_path_keys=path_keys(ds.name))
+                            dataset_path_keys=paths)
 
             if algo.tuning is None:
                 out.extend(cell(params, eps, rep) for rep in self.reps_for(ds) for params in algo.grid

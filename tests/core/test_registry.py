@@ -228,7 +228,7 @@ def test_spec_validation_imports_neither_audit_nor_cells():
 def test_docs_components_is_the_declarations():
     from pathlib import Path
 
-    # in a fresh process: the built-in declarations only, not the plugins other tests of this session loaded
+    # in a fresh process: the built-in declarations only, not plugins that other tests loaded into this one
     code = "from dpbench.spec import catalog; print('\\n'.join(catalog.lines(markdown=True)))"
     listed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     path = Path(__file__).resolve().parents[2] / "docs" / "reference" / "components.md"
