@@ -1,5 +1,12 @@
 """Algorithms. Every module of this package registers its algorithms when imported (`algorithm`
-decorator in base.py); importing the package imports them all, so an algorithm is one file."""
+decorator in base.py); importing the package imports them all, so an algorithm is one file.
+
+The public building blocks of a plugin: `algorithm`, `Param`, `Fit`, `ledger`, `Problem`,
+`PrivacyTarget`; `release` to report a noisy step (`releases`); and for an SGD-family method whose
+privacy is DP-SGD's, `fit_noisy_sgd` (calibration, Poisson-sampled clipped noisy steps, each
+reported, and the ledger; its `transform` post-processes each noisy gradient, e.g. into an Adam
+direction), with `noisy_sgd_plan` / `NoisySGDPlan` for the calibration and ledger alone.
+"""
 
 from dpbench.algorithms.base import (
     REGISTRY,
@@ -10,6 +17,8 @@ from dpbench.algorithms.base import (
     algorithm,
     ledger,
 )
+from dpbench.algorithms.dpsgd import NoisySGDPlan, fit_noisy_sgd, noisy_sgd_plan
+from dpbench.algorithms.releases import release
 from dpbench.core.registry import Param, import_submodules
 
 import_submodules(__name__)
@@ -20,4 +29,5 @@ def get(name: str) -> AlgorithmInfo:
     return REGISTRY.lookup(name)
 
 
-__all__ = ["REGISTRY", "AlgorithmInfo", "Fit", "Param", "PrivacyTarget", "Problem", "algorithm", "get", "ledger"]
+__all__ = ["REGISTRY", "AlgorithmInfo", "Fit", "NoisySGDPlan", "Param", "PrivacyTarget", "Problem", "algorithm",
+           "fit_noisy_sgd", "get", "ledger", "noisy_sgd_plan", "release"]

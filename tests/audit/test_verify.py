@@ -98,3 +98,14 @@ def test_the_audit_flags_half_the_noise_as_suspect(data_dir, tmp_path):
     result = verify_mod.verify(_setup("half_noise"), data_dir=str(data_dir), trials=300, results=tmp_path)
     audit = next(f for f in result.findings if f.check == "audit")
     assert audit.status == "suspect" and "all_updates" in audit.detail, audit.detail
+
+
+def test_dp_adam_built_from_the_public_sgd_blocks_reports_its_steps_and_is_consistent(data_dir):
+    reference = plugins.resolve(str(Path(__file__).with_name("dpadam_plugin.py")) + ":fit")
+    name = plugins.load(reference).name
+    setup = AuditSetup.create(name, plugin=reference, plugin_digest=plugins.fingerprint(reference),
+                              dataset="breast_cancer", epsilon=1.0, delta=1e-5, canary="gradient_canary", trials=4)
+    result = verify_mod.verify(setup, data_dir=str(data_dir))
+    statuses = {f.check: f.status for f in result.findings}
+    assert statuses["steps"] == statuses["measured noise"] == statuses["iterates follow releases"] == "ok"
+    assert result.verdict == "consistent", result.verdict
