@@ -117,18 +117,6 @@ def selected_by_metric(runs: pd.DataFrame, metrics: tuple[str, ...], selection: 
 SELECTION_TIE_RTOL = 1e-7
 
 
-def _tied_best(ranking: pd.DataFrame, keys: list[str]) -> str:
-    """The first candidate (in parameter order) among those tied for the lowest value of each key
-    in turn, a tie being a value within SELECTION_TIE_RTOL of the lowest."""
-    candidates = ranking
-    for key in keys:
-        lowest = candidates[key].min()
-        if pd.isna(lowest):
-            continue
-        candidates = candidates[candidates[key] <= lowest + SELECTION_TIE_RTOL * abs(lowest)]
-    return candidates.index[0]
-
-
 def curve_claim(claims: set[str], candidates: int, end_to_end: float | None = None,
                 private_selection: bool = False, weak_delta: bool = False) -> str:
     """`_curve_claim` with "; weak delta (>= 1/n)" appended when a run's delta is at least 1/n
@@ -247,30 +235,31 @@ def select(runs: pd.DataFrame, selection: str = "val_accuracy", per: str = "seed
     return pd.concat(kept, ignore_index=True)
 
 
-def _best(group: pd.DataFrame, metric: str) -> str:
-    """The params of the best mean validation `metric` over the group's rows (ties: `_tied_best`)."""
+def _best_per(group: pd.DataFrame, metric: str, by: list[str]) -> pd.Series:
+    """For each group of `by` (the index), the params with the best mean validation `metric` over
+    its rows. Ties: values within SELECTION_TIE_RTOL of the best are tied, then the lower mean
+    validation loss, then the first params in sorted order; a group without a finite score keeps
+    its first row's params."""
     keys = list(dict.fromkeys([metric, "val_loss"] if "val_loss" in group else [metric]))
-    ranking = group.groupby("params", sort=True)[keys].mean().dropna(subset=[metric])
-    if ranking.empty:
-        return group["params"].iloc[0]
+    ranking = group.groupby(by + ["params"], sort=True)[keys].mean().dropna(subset=[metric])
     if SELECTION_METRICS[metric] == "max":
         ranking[metric] = -ranking[metric]
-    return _tied_best(ranking, keys)
+    for key in keys:  # the lowest of each key in turn, up to the tolerance (a key all NaN decides nothing)
+        lowest = ranking.groupby(level=by)[key].transform("min")
+        ranking = ranking[lowest.isna() | (ranking[key] <= lowest + SELECTION_TIE_RTOL * lowest.abs())]
+    best = ranking.reset_index().groupby(by)["params"].first()
+    first = group.groupby(by)["params"].first()
+    return best.reindex(first.index).fillna(first)
+
+
+def _best(group: pd.DataFrame, metric: str) -> str:
+    """The params of the best mean validation `metric` over all the group's rows (`_best_per`)."""
+    return _best_per(group.assign(_pooled=0), metric, ["_pooled"]).iloc[0]
 
 
 def _best_per_seed(group: pd.DataFrame, metric: str) -> pd.Series:
-    """rep -> params of `_best` on each seed's own rows, computed for every seed at once (the same
-    ranking, ties and order as `_best`; a seed without a finite score keeps its first row's params)."""
-    keys = list(dict.fromkeys([metric, "val_loss"] if "val_loss" in group else [metric]))
-    ranking = group.groupby(["rep", "params"], sort=True)[keys].mean().dropna(subset=[metric])
-    if SELECTION_METRICS[metric] == "max":
-        ranking[metric] = -ranking[metric]
-    for key in keys:  # `_tied_best`, per seed
-        lowest = ranking.groupby(level="rep")[key].transform("min")
-        ranking = ranking[lowest.isna() | (ranking[key] <= lowest + SELECTION_TIE_RTOL * lowest.abs())]
-    best = ranking.reset_index().groupby("rep")["params"].first()
-    first = group.groupby("rep")["params"].first()
-    return best.reindex(first.index).fillna(first)
+    """rep -> the params each seed's own rows select (`_best_per` by rep)."""
+    return _best_per(group, metric, ["rep"])
 
 
 #: confidence level of the curves' intervals (`ci_low`, `ci_high`): figures draw them as bands and
