@@ -157,7 +157,7 @@ def test_dataset_declares_its_options(name):
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in loader):  # a family declared as data (UCI)
         from dpbench.data import uci
 
-        assert [p.name for p in uci.SPECS[name].options] == [p.name for p in info.own_params]
+        assert [p.name for p in uci.SPECS[name].params] == [p.name for p in info.own_params]
         for param in info.own_params:
             assert param.check(param.default) == param.default, param.name
     else:

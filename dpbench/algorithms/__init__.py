@@ -18,7 +18,7 @@ from dpbench.algorithms.base import (
     ledger,
 )
 from dpbench.algorithms.dpsgd import NoisySGDPlan, fit_noisy_sgd, noisy_sgd_plan
-from dpbench.algorithms.releases import release
+from dpbench.algorithms.releases import release, released_steps
 from dpbench.core.registry import Param, import_submodules
 
 import_submodules(__name__)
@@ -30,4 +30,4 @@ def get(name: str) -> AlgorithmInfo:
 
 
 __all__ = ["REGISTRY", "AlgorithmInfo", "Fit", "NoisySGDPlan", "Param", "PrivacyTarget", "Problem", "algorithm",
-           "fit_noisy_sgd", "get", "ledger", "noisy_sgd_plan", "release"]
+           "fit_noisy_sgd", "get", "ledger", "noisy_sgd_plan", "release", "released_steps"]

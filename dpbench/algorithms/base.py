@@ -203,14 +203,19 @@ def ledger(
     spent_adjacency: Adjacency | str | None = None,
     sensitivity: float | None = None,
     claim_reason: str | None = None,
+    event: dict | None = None,
+    proof: str | None = None,
     **details: Any,
 ) -> Ledger:
     """The privacy ledger of a fit (`dpbench.core.ledger.Ledger`): the named fields, and the
     mechanism's own numbers as `details`. epsilon_spent maps accountant name -> epsilon that the
-    code computed for the noise it actually used; claim is valid, none or paper-only (Ledger)."""
+    code computed for the noise it actually used; claim is valid, none or paper-only (Ledger).
+    A "valid" claim states what was released as `event` (the stored form of a dp-accounting
+    DpEvent, `dpbench.privacy.events`: dpbench recomputes epsilon from it) or, for a guarantee no
+    accountant here evaluates, the theorem it rests on (`proof`, its reference); with neither it is not kept valid."""
     return Ledger(private=private, mechanism=mechanism, claim=claim, target_epsilon=target_epsilon, delta=delta,
                   epsilon_spent=dict(epsilon_spent or {}), adjacency=adjacency, spent_adjacency=spent_adjacency,
-                  sensitivity=sensitivity, claim_reason=claim_reason, details=details)
+                  sensitivity=sensitivity, claim_reason=claim_reason, event=event, proof=proof, details=details)
 
 
 def output_sensitivity_claim(model: Model, plan: Any, spent: dict[str, float], epsilon: float,

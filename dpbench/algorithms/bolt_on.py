@@ -90,6 +90,7 @@ from dpbench.core.ledger import Adjacency
 from dpbench.core.registry import Param
 from dpbench.models.base import Model
 from dpbench.privacy import analytic_gaussian_sigma, gaussian_epsilon, gaussian_noise, laplace_norm_noise
+from dpbench.privacy.events import dpsgd_event_json
 
 VARIANTS = ("convex", "strongly_convex", "strongly_convex_constant")
 NOISES = ("gaussian", "laplace_norm")
@@ -298,6 +299,7 @@ def fit_bolt_on(
         kappa = gaussian_noise(rng, p, std)
         spent = {"analytic_gaussian": gaussian_epsilon(std, delta, sens)}  # recomputed from the std used
         noise_details = {"noise_std": std}
+        basis = {"event": dpsgd_event_json(std / sens, 1.0, 1)}
         mechanism = "Bolt-on: output perturbation of permutation SGD, analytic Gaussian (Balle & Wang 2018)"
     else:
         delta = 0.0
@@ -305,6 +307,8 @@ def fit_bolt_on(
         kappa = laplace_norm_noise(rng, p, scale)
         spent = {"laplace_norm": sens / scale}  # density exp(-||k||/scale): eps = Delta / scale
         noise_details = {"noise_scale": scale, "noise_expected_norm": p * scale, "requested_delta": privacy.delta}
+        basis = {"proof": "Chaudhuri, Monteleoni, Sarwate 2011, Theorem 6 (output perturbation, density "
+                            "exp(-eps ||k||/Delta)); Wu et al. 2017, Theorem 1 (Bolt-on sensitivity)"}
         mechanism = "Bolt-on: output perturbation of permutation SGD, L2-Laplace (density ~ exp(-eps||k||/Delta))"
 
     claim, details = output_sensitivity_claim(model, plan, spent, eps, "Bolt-on's sensitivity proof")
@@ -320,6 +324,7 @@ def fit_bolt_on(
         adjacency=Adjacency.REPLACE_ONE,
         sensitivity=plan.sensitivity,
         claim_reason=claim_reason,
+        **basis,
         noise=noise,
         **noise_details,
         passes=plan_d.pop("epochs"),

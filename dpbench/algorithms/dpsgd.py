@@ -30,6 +30,7 @@ from dpbench.algorithms.sgd import LR_SCHEDULES, run_sgd, steps_for, training_lo
 from dpbench.core.ledger import Adjacency, Ledger
 from dpbench.core.registry import Param
 from dpbench.privacy import calibrate_dpsgd_noise, dpsgd_epsilon_report, paper_dpsgd_sigma
+from dpbench.privacy.events import dpsgd_event_json
 
 CALIBRATIONS = ("rdp", "pld", "paper")
 
@@ -114,6 +115,7 @@ def noisy_sgd_plan(
         epsilon_spent=spent,
         adjacency=Adjacency.ADD_REMOVE,
         sensitivity=clip_norm,
+        event=dpsgd_event_json(z, q, steps),
         sampling={"kind": "poisson", "rate": q, "expected_batch": batch_size},
         steps=steps,
         noise_multiplier=z,

@@ -100,6 +100,7 @@ from dpbench.core.registry import Param
 from dpbench.models.base import Model
 from dpbench.models.linear import _GLM
 from dpbench.privacy import dpsgd_epsilon_report, gaussian_composition_sigma, gaussian_epsilon
+from dpbench.privacy.events import dpsgd_event_json
 from dpbench.privacy.gradient_noise import bst14_sigma, wyx17_classical_sigma
 
 BST14_SCHEDULES = ("bst14_convex", "bst14_strongly_convex", "constant")
@@ -202,7 +203,8 @@ def bst14_core(
     clip_norm C. Sampling one example uniformly *with replacement* is reported as inclusion
     probability rate = 1/n per step (a given record is the step's example with probability 1/n;
     the batch always has exactly one example, it is not Poisson). The released vector is only
-    built while somebody observes (`releases.observed()`); it draws nothing.
+    built while somebody observes (`releases.observed()`); it draws nothing. Unobserved, the steps
+    are reported in bulk after the loop (`releases.released_steps`, for a tally).
     """
     model, X, y, n = problem.model, problem.X, problem.y, problem.n
     if isinstance(steps, bool) or int(steps) != steps or steps < 0:
@@ -264,6 +266,8 @@ def bst14_core(
             if trace_every and on_trace is not None and (step % trace_every == 0 or step == steps):
                 trace.append({"step": step, **on_trace(step, theta)})
         done += k
+    if not observe:  # no step was reported one by one: all of them in bulk, declared as each would be
+        releases.released_steps(steps, noise_std, rate=rate, clip_norm=C)
     return theta, trace
 
 
@@ -357,6 +361,7 @@ def bst14_fit(plan: Bst14Plan, theta: np.ndarray, trace: list[dict]) -> Fit:
         epsilon_spent={"bst14_theorem": eps, "rdp_poisson_approx": approx["rdp"],
                        "pld_poisson_approx": approx["pld"]},
         adjacency=Adjacency.REPLACE_ONE,
+        proof="Bassily, Smith, Thakurta 2014, Theorem 2.1 (Alg. 1: sampling with replacement, advanced composition)",
         guarantee="BST14 privacy theorem (replace-one, sampling amplification at rate 1/n, advanced composition "
                   "over n^2 steps); running steps_run < n^2 steps with the same noise is a prefix of that "
                   "composition, hence still (eps, delta)-DP",
@@ -498,6 +503,7 @@ def dp_gd_plan(model: Model, n: int, privacy: PrivacyTarget, *, epochs: int, lr:
         epsilon_spent={"gdp": spent},
         adjacency=Adjacency.REPLACE_ONE,
         sensitivity=sensitivity,
+        event=dpsgd_event_json(s / sensitivity, 1.0, T),
         sampling={"kind": "full batch", "rate": 1.0},
         steps=T,
         noise_std_mean_gradient=s,

@@ -259,6 +259,8 @@ def fit_objective_perturbation(
         epsilon_spent=spent,
         adjacency=Adjacency.REPLACE_ONE,
         claim_reason=reason,
+        proof="Kifer, Smith, Thakurta 2012, Theorem 2 (Gaussian objective perturbation) at eps_int, converted to "
+              "replace-one as eps_int + log(1 + eps_int/2)",
         epsilon_internal=eps_int,
         epsilon_formula="eps_int + log(1 + eps_int/2)",
         zeta=zeta,

@@ -81,6 +81,7 @@ from dpbench.core.registry import Param
 from dpbench.models.base import Model
 from dpbench.privacy import analytic_gaussian_sigma, gaussian_epsilon
 from dpbench.privacy.erm import output_gd_sensitivity, zzmw_sensitivity
+from dpbench.privacy.events import dpsgd_event_json
 
 LIPSCHITZ_BOUNDS = ("paper", "data")
 NOMINAL_LIPSCHITZ = 1.0
@@ -239,6 +240,7 @@ def _release(model: Model, plan: OutputGDPlan, theta: np.ndarray, rng: np.random
         adjacency=Adjacency.REPLACE_ONE,
         sensitivity=plan.sensitivity,
         claim_reason=claim_reason,
+        event=dpsgd_event_json(std / plan.sensitivity, 1.0, 1),
         noise_std=std,
         strong_convexity=plan.l2,
         **plan_d,

@@ -695,7 +695,8 @@ def run_pidp(problem: Problem, rng: np.random.Generator, *, steps: int, rounds: 
     `compiled`: None runs lines 11-14 in the compiled loops of `kernels` where they exist
     (`kernels.jit_enabled()`), False forces the numpy `_step_function` (same draws, same result
     to ~1e-12). While somebody observes the releases (`releases.observed()`) the numpy path runs
-    whatever `compiled` says: the compiled loops cannot report steps.
+    whatever `compiled` says: the compiled loops cannot report steps. Unobserved, no step is reported
+    one by one and all are reported in bulk after the loop (`releases.released_steps`, for a tally).
 
     Every step t = 1..T is reported (`releases.release`, kind "gradient_sum") with the iterate
     theta_l it was taken at (a copy: theta is updated in place) and the noisy gradient before the
@@ -779,6 +780,10 @@ def run_pidp(problem: Problem, rng: np.random.Generator, *, steps: int, rounds: 
                     trace.append({"step": t0, **on_trace(t0, theta)})
         max_abs = max(max_abs, float(np.max(np.abs(theta))))
         max_norm = max(max_norm, float(np.linalg.norm(theta)))
+    if not observe:  # no step was reported one by one: all of them in bulk, declared as each would be
+        free_steps = int(np.count_nonzero(noise_free))
+        releases.released_steps(steps - free_steps, sigma, rate=1.0 / n, clip_norm=clip_norm)
+        releases.released_steps(free_steps, 0.0, rate=1.0 / n, clip_norm=clip_norm)
     return PidpRun(theta=theta, noise_free=noise_free, round_lengths=lengths, hessian_kind=kind,
                    max_abs_theta=max_abs, max_norm_theta=max_norm, indices=indices if record else None, trace=trace)
 

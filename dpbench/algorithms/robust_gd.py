@@ -103,6 +103,7 @@ from dpbench.core.ledger import Adjacency
 from dpbench.core.registry import Param
 from dpbench.models.base import Model
 from dpbench.privacy import gaussian_epsilon, zcdp_to_dp
+from dpbench.privacy.events import dpsgd_event_json
 from dpbench.privacy.robust_mean import (
     BETA_RULES,
     BLOCK_ENTRIES,
@@ -302,6 +303,7 @@ def fit_ht_robust_gd(
         epsilon_spent=spent,
         adjacency=Adjacency.REPLACE_ONE,
         sensitivity=sensitivity,
+        event=dpsgd_event_json(sigma / sensitivity, 1.0, plan.steps),
         guarantee="T Gaussian mechanisms at L2 sensitivity (4sqrt2/3) s sqrt(p)/m: rho = T Delta^2/(2 sigma^2) "
                   "zCDP => (rho + 2 sqrt(rho log(1/delta)), delta)-DP (Bun & Steinke 2016); "
                   "docs/methods/heavy-tailed.md, Algorithm 4",

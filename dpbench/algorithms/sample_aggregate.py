@@ -207,7 +207,8 @@ def fit_sample_aggregate(
                  "Gaussian noise")
     if not failed:
         entry = ledger(private=True, mechanism=mechanism, claim="valid", target_epsilon=eps, delta=delta,
-                       epsilon_spent={"nrs07_theorem": eps}, adjacency=Adjacency.REPLACE_ONE, **details)
+                       epsilon_spent={"nrs07_theorem": eps}, adjacency=Adjacency.REPLACE_ONE,
+                       proof="Nissim, Raskhodnikova, Smith 2007, Theorem 4.2 ([S4] Theorem 1)", **details)
     else:
         entry = ledger(private=True, mechanism=mechanism, claim="paper-only", target_epsilon=eps, delta=delta,
                        epsilon_spent={}, adjacency=Adjacency.REPLACE_ONE,

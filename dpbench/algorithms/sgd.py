@@ -147,8 +147,9 @@ def run_sgd(
     DP-SGD). `transform` maps the noisy gradient to the update direction (post-processing,
     e.g. DP-LSSGD's Laplacian smoothing). `compiled`: None uses the compiled loop where it
     exists (`kernels.jit_enabled()`), False forces the numpy path (same draws, same result to
-    ~1e-12). Every step is reported to an observer (`releases.release`); while somebody observes,
-    the numpy path runs whatever `compiled` says (the compiled loop cannot report steps). Returns the
+    ~1e-12). Every step is reported (`releases.release`); while somebody observes, the numpy path
+    runs whatever `compiled` says (the compiled loop cannot report steps), and otherwise the compiled
+    loop's steps are reported in bulk after it (`releases.released_steps`, for a tally). Returns the
     final iterate and the trace (one dict per `trace_every` steps).
     """
     model, X, y, n = problem.model, problem.X, problem.y, problem.n
@@ -190,4 +191,6 @@ def run_sgd(
             t = start + b
             if trace_every and (t % trace_every == 0 or t == steps) and on_trace is not None:
                 trace.append({"step": t, **on_trace(t, theta)})
+    if fast:  # the compiled loop reports no step: all of them in bulk, declared as the numpy path declares each
+        releases.released_steps(steps, max(0.0, noise_std), rate=q, clip_norm=clip_norm)
     return theta, trace

@@ -45,9 +45,13 @@ each Fit carries the single fit's ledger (`dpsgd.noisy_sgd_plan`, `gradient_pert
 Releases (`releases`): every step is reported once for all replicas, with (R, m) arrays and the
 single fit's step numbers, rate, clip norm, noise std and weight. Replicas are processed in blocks
 when the draws held at once for all R would exceed `DRAW_BYTES` (64 MB); while somebody observes, the
-blocks' releases are then copied and re-emitted per step at the end (R x T x 2m floats). A batched
-twin's replicas may release with different noise stds, which one `Release` cannot hold: while
-somebody observes, it runs the single fits one after the other, each reporting its own (m,) steps.
+blocks' releases are then copied and re-emitted per step at the end (R x T x 2m floats; a tally
+counts the re-emitted steps only). A batched twin's replicas may release with different noise
+stds, which one `Release` cannot hold: while somebody observes, it runs the single fits one after
+the other, each reporting its own (m,) steps. While nobody observes, the loops report no step one
+by one but all of them in bulk at the end (`releases.released_steps`, replica r with its own noise
+std), and single fits run one after the other report as replica r (`releases.replicas_from`), so a
+tally of the whole call splits per replica (`releases.Tally.split`).
 
 Fallback: another model (not a generalised linear model with the plain L2 term, e.g. the MLP), or
 a trace (`trace_every` > 0), runs the single fit R times, in a plain loop: the same results, not
@@ -57,8 +61,9 @@ faster; the vectorised twin's releases are stacked per step as above.
 from __future__ import annotations
 
 import dataclasses
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable, Sequence, TypeVar
+from typing import Any, Callable, Hashable, Iterator, Sequence, TypeVar
 
 import numpy as np
 
@@ -151,6 +156,14 @@ def _collecting(sink: list[releases.Release]) -> Callable[[releases.Release], No
                                                        released=np.array(rel.released, dtype=float)))
 
 
+@contextmanager
+def _collected(sink: list[releases.Release]) -> Iterator[None]:
+    """Observe into `sink` (`_collecting`), the tally paused: the collected steps are reported again,
+    stacked (`_emit_stacked`), and counted then."""
+    with releases.observing(_collecting(sink)), releases.not_tallied():
+        yield
+
+
 def _emit_stacked(groups: Sequence[Sequence[releases.Release]]) -> None:
     """Report step by step the groups' releases (each (m,) or (B, m)) stacked along the replica axis."""
     if len({len(g) for g in groups}) > 1:
@@ -168,16 +181,28 @@ def _emit_stacked(groups: Sequence[Sequence[releases.Release]]) -> None:
 
 def one_at_a_time(fit: FitFunction, problem: Problem, privacy: PrivacyTarget,
                   rngs: Sequence[np.random.Generator], hyper: dict[str, Any]) -> list[Fit]:
-    """The fallback: `fit(problem, privacy, rng, **hyper)` for each rng, releases stacked per step."""
+    """The fallback: `fit(problem, privacy, rng, **hyper)` for each rng, releases stacked per step
+    (unobserved: each fit's steps tallied as its replica's, `releases.replicas_from`)."""
     if not releases.observed():
-        return [fit(problem, privacy, rng, **hyper) for rng in rngs]
+        return _one_by_one([(privacy, rng, hyper) for rng in rngs], fit, problem)
     fits, groups = [], []
     for rng in rngs:
         got: list[releases.Release] = []
-        with releases.observing(_collecting(got)):
+        with _collected(got):
             fits.append(fit(problem, privacy, rng, **hyper))
         groups.append(got)
     _emit_stacked(groups)
+    return fits
+
+
+def _one_by_one(runs: Sequence[tuple[PrivacyTarget, np.random.Generator, dict[str, Any]]], fit: FitFunction,
+                problem: Problem) -> list[Fit]:
+    """`fit(problem, privacy, rng, **hyper)` for each (privacy, rng, hyper), the r-th fit's steps
+    reported as replica r's (`releases.replicas_from`: a tally of the whole call splits per replica)."""
+    fits = []
+    for r, (privacy, rng, hyper) in enumerate(runs):
+        with releases.replicas_from(r):
+            fits.append(fit(problem, privacy, rng, **hyper))
     return fits
 
 
@@ -349,20 +374,24 @@ def run_many(problem: Problem, rngs: Sequence[np.random.Generator], rule: StepRu
     per_replica = ((k_max * ((data.n + 7) // 8) if rule.rate < 1.0 else 0)  # bytes of drawn masks and noise
                    + (min(NOISE_STEPS, k_max) * Theta.shape[1] * 8 if rule.noisy else 0))
     block = R if per_replica == 0 else max(1, min(R, DRAW_BYTES // per_replica))
-    if block >= R:
-        return _run_block(data, Theta, rngs, rule)
-    groups: list[list[releases.Release]] = []
     observe = releases.observed()
-    for a in range(0, R, block):
-        b = min(R, a + block)
-        if observe:
-            groups.append([])
-            with releases.observing(_collecting(groups[-1])):
+    if block >= R:
+        Theta = _run_block(data, Theta, rngs, rule)
+    else:
+        groups: list[list[releases.Release]] = []
+        for a in range(0, R, block):
+            b = min(R, a + block)
+            if observe:
+                groups.append([])
+                with _collected(groups[-1]):
+                    Theta[a:b] = _run_block(data, Theta[a:b], rngs[a:b], rule.replicas(a, b))
+            else:
                 Theta[a:b] = _run_block(data, Theta[a:b], rngs[a:b], rule.replicas(a, b))
-        else:
-            Theta[a:b] = _run_block(data, Theta[a:b], rngs[a:b], rule.replicas(a, b))
-    if observe:
-        _emit_stacked(groups)
+        if observe:
+            _emit_stacked(groups)
+    if not observe:  # the blocks reported no step: all of them in bulk, each replica with its own noise std
+        releases.released_steps(rule.steps, rule.release_noise_std, rate=rule.rate, clip_norm=rule.clip_norm,
+                                weight=rule.release_weight)
     return Theta
 
 
@@ -462,7 +491,7 @@ def _batch(fit: FitFunction, loop: Loop, problem: Problem, privacies: Sequence[P
     if not rngs:
         return []
     if not (_applies(problem, hypers[0]) and pays(problem, hypers[0])) or releases.observed():
-        return [fit(problem, p, rng, **h) for p, rng, h in zip(privacies, rngs, hypers)]
+        return _one_by_one(list(zip(privacies, rngs, hypers)), fit, problem)
     return loop(problem, privacies, rngs, hypers)
 
 
@@ -571,12 +600,15 @@ def fit_noisy_sgd_bst14_many(problem: Problem, privacy: PrivacyTarget, rngs: Seq
         b = min(len(rngs), a + block)
         if observe and block < len(rngs):
             groups.append([])
-            with releases.observing(_collecting(groups[-1])):
+            with _collected(groups[-1]):
                 Theta[a:b] = _bst14_block(problem, plan, rngs[a:b])
         else:
             Theta[a:b] = _bst14_block(problem, plan, rngs[a:b])
     if groups:
         _emit_stacked(groups)
+    if not observe:  # the blocks reported no step: all of them in bulk, for every replica
+        releases.released_steps(plan.steps_run, plan.sigma, rate=1.0 / problem.n, clip_norm=float(plan.G),
+                                replicas=len(rngs))
     return [bst14_fit(plan, Theta[r].copy(), []) for r in range(len(rngs))]
 
 

@@ -51,6 +51,8 @@ def runs_table(records: list[dict]) -> pd.DataFrame:
         row.update(r["metrics"])
         row["dp_claim"] = claim_check.checked_claim(privacy, r.get("epsilon"), r.get("delta"))  # "valid" checked
         row["weak_delta"] = bool(privacy.get("weak_delta"))
+        row["claim_basis"] = claim_check.stored_basis(privacy) or ""
+        row["scaling_data_dependent"] = _scaling_data_dependent(r, privacy)
         row["eps_rdp"] = spent.get("rdp", np.nan)
         row["eps_pld"] = spent.get("pld", np.nan)
         row["noise_multiplier"] = privacy.get("noise_multiplier", np.nan)
@@ -80,6 +82,25 @@ def runs_table(records: list[dict]) -> pd.DataFrame:
         df["excess_population_risk"] = df["test_loss"] - population
     return df.sort_values(["dataset_label", "model_label", "label", "epsilon", "params", "rep"],
                           na_position="first").reset_index(drop=True)
+
+
+def _scaling_data_dependent(record: dict, privacy: dict) -> bool:
+    """Whether the run's features were scaled with bounds taken from its own data (not accounted):
+    what the ledger's `public.feature_bounds` says, or for a record stored before ledgers said it,
+    what the data set's declaration says (`dpbench.data.feature_bounds`)."""
+    stated = (privacy.get("public") or {}).get("feature_bounds")
+    if stated is not None:
+        return str(stated).startswith(claim_check.DATA_DEPENDENT)
+    if not privacy.get("private"):
+        return False
+    from dpbench.data import feature_bounds
+
+    try:
+        known = feature_bounds(record.get("dataset", ""), record.get("dataset_options") or {},
+                               revision=int(record.get("dataset_revision") or 0))
+    except ValueError:  # a data set no longer (or never) registered: nothing known about it
+        return False
+    return bool(known) and known.get("kind") == "data-dependent"
 
 
 def selection_for(metric: str, selection: str | dict | None) -> str:
@@ -117,12 +138,28 @@ def selected_by_metric(runs: pd.DataFrame, metrics: tuple[str, ...], selection: 
 SELECTION_TIE_RTOL = 1e-7
 
 
+#: the caveat a curve's claim carries when its features were scaled with their own data's ranges
+SCALING_CAVEAT = "feature scaling data-dependent (training min/max, not accounted)"
+
+
 def curve_claim(claims: set[str], candidates: int, end_to_end: float | None = None,
-                private_selection: bool = False, weak_delta: bool = False) -> str:
-    """`_curve_claim` with "; weak delta (>= 1/n)" appended when a run's delta is at least 1/n
-    (cells.run_cell flags it in the ledger): such a delta allows publishing a record whole."""
+                private_selection: bool = False, weak_delta: bool = False, bases: set[str] | frozenset = frozenset(),
+                scaling: bool = False) -> str:
+    """`_curve_claim`, a "valid" followed by what it rests on when that is not an epsilon recomputed
+    from each run's stated mechanism (`bases`, `claim_check.basis`: "valid (by the theorem in
+    <reference>; not recomputed)"), with "; weak delta (>= 1/n)" appended when a run's delta is at
+    least 1/n (cells.run_cell flags it in the ledger: such a delta allows publishing a record whole)
+    and `SCALING_CAVEAT` when the features were scaled with bounds from the data itself."""
     claim = _curve_claim(claims, candidates, end_to_end, private_selection)
-    return claim + "; weak delta (>= 1/n)" if weak_delta and claim != "none" else claim
+    other = sorted(b for b in bases if b and b != "recomputed")
+    basis = other[0] if len(other) == 1 else "partly not recomputed" if other else ""
+    if basis and claim.startswith("valid end to end ("):  # inside its parenthesis: "valid end to end" stays first
+        claim = claim[:-1] + f"; {basis})"
+    elif basis and claim.startswith("valid"):
+        claim = f"valid ({basis})" + claim[len("valid"):]
+    if claim == "none":
+        return claim
+    return claim + ("; weak delta (>= 1/n)" if weak_delta else "") + (f"; {SCALING_CAVEAT}" if scaling else "")
 
 
 def _curve_claim(claims: set[str], candidates: int, end_to_end: float | None, private_selection: bool) -> str:
@@ -156,6 +193,15 @@ def _weak(group: pd.DataFrame) -> bool:
     return bool("weak_delta" in group and group["weak_delta"].fillna(False).astype(bool).any())
 
 
+def _caveats(group: pd.DataFrame) -> dict:
+    """The keywords of `curve_claim` that a group of runs sets besides its claims: weak delta, the
+    bases of its valid runs, data-dependent scaling (columns of `runs_table`)."""
+    scaling = bool("scaling_data_dependent" in group
+                   and group["scaling_data_dependent"].fillna(False).astype(bool).any())
+    bases = set(group["claim_basis"].dropna()) if "claim_basis" in group else set()
+    return {"weak_delta": _weak(group), "bases": bases, "scaling": scaling}
+
+
 def _select_private(group: pd.DataFrame, incomplete: frozenset = frozenset()) -> pd.DataFrame:
     """Private selection (spec `tuning`): per repetition, the run of its random search (draw >= 1)
     with the best noisy score; ties by draw order. Accounting runs (draw 0) are never chosen. The
@@ -183,7 +229,7 @@ def _select_private(group: pd.DataFrame, incomplete: frozenset = frozenset()) ->
     chosen["candidates"] = int(settings["grid_size"])
     chosen["eps_end_to_end"] = np.nan if eps is None else eps
     chosen["curve_claim"] = curve_claim(set(group["dp_claim"].dropna()), int(settings["grid_size"]), eps, True,
-                                        _weak(group))
+                                        **_caveats(group))
     if lost:
         chosen["curve_claim"] = chosen["curve_claim"].str.replace(
             "private selection not accounted", f"private selection incomplete (a draw of seed {lost[0]}'s search "
@@ -230,7 +276,7 @@ def select(runs: pd.DataFrame, selection: str = "val_accuracy", per: str = "seed
         chosen["candidates"] = candidates
         chosen["eps_end_to_end"] = np.nan
         claims = set(chosen["dp_claim"].dropna()) if "dp_claim" in chosen else set()
-        chosen["curve_claim"] = curve_claim(claims, int(candidates), weak_delta=_weak(chosen))
+        chosen["curve_claim"] = curve_claim(claims, int(candidates), **_caveats(chosen))
         kept.append(chosen)
     return pd.concat(kept, ignore_index=True)
 

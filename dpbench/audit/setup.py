@@ -31,10 +31,11 @@ class AuditError(DpbenchError):
 
 
 def _user_code_and_data(setup: "AuditSetup") -> dict:
-    """The parts of an identity that only plugins, user files and the all-updates threat have
-    (absent otherwise, so that the keys of final-model audits of built-ins do not change)."""
+    """The parts of an identity that only plugins, user files, revised data sets and the all-updates
+    threat have (absent otherwise, so that the keys of final-model audits of built-ins do not change)."""
     return {**({"plugin": setup.plugin_digest} if setup.plugin_digest is not None else {}),
             **({"data_files": setup.dataset_files} if setup.dataset_files is not None else {}),
+            **({"dataset_revision": setup.dataset_revision} if setup.dataset_revision else {}),
             **({"threat": setup.threat} if setup.threat != "final_model" else {}),
             **({"canaries": setup.canaries, "guesses": setup.guesses} if setup.canaries is not None else {})}
 
@@ -80,6 +81,9 @@ class AuditSetup:
     dataset_base: str = field(default="", compare=False)  # folder relative paths in dataset_options start from
     # the options naming files: with dataset_files set, their content stands for them (core.keys.content_keyed)
     dataset_path_keys: tuple = field(default=(), compare=False)
+    # the data set's revision (dpbench.data.DatasetInfo.revision): part of the identity when nonzero; `create`
+    # fills it in from the registry
+    dataset_revision: int = 0
     threat: str = "final_model"
     threshold: str | None = None
     canaries: int | None = None  # one-run audit (dpbench.audit.one_run): m canaries in one training; None: multi-run
@@ -88,6 +92,15 @@ class AuditSetup:
     @classmethod
     def create(cls, algorithm: str, *, params: Mapping | None = None, dataset_options: Mapping | None = None,
                model_options: Mapping | None = None, **fields: Any) -> "AuditSetup":
+        """A setup from dicts; `dataset_revision` defaults to the named data set's (0 for an unknown one,
+        which `check_setup` refuses)."""
+        if fields.get("dataset") is not None and "dataset_revision" not in fields:
+            from dpbench import data
+
+            try:
+                fields["dataset_revision"] = data.DATASETS.lookup(fields["dataset"]).revision
+            except ValueError:
+                pass
         return cls(algorithm=algorithm, params=_pairs(params), dataset_options=_pairs(dataset_options),
                    model_options=_pairs(model_options), **fields)
 

@@ -6,13 +6,16 @@ set plus an all-zero column u, `dpbench.audit.canaries`) and checks, independent
 own arithmetic:
 
 * **ledger**: a "valid" claim needs what every stored run is held to (`dpbench.privacy.claim_check`:
-  a finite epsilon spent within the target, at the target's delta) and, where the ledger names a Gaussian-family mechanism (noise multiplier z, sampling
-  rate q, steps T), the epsilon dpbench's accountants compute from those numbers
-  (`dpbench.privacy.accounting`) within the target (1 % for the accountants' discretisation);
+  a finite epsilon spent within the target, at the target's delta, and its mechanism stated: a
+  DpEvent agreeing with the ledger's numbers, from which dpbench's accountants recompute an
+  epsilon within the target, or the theorem it rests on);
 * **stream** (algorithms that report their noisy steps, `dpbench.algorithms.releases`):
   - steps: the noisy steps observed per run against the ledger's `steps`;
   - declared noise: each step's noise std / clip norm against the ledger's noise multiplier
-    (twice the clip norm under replace-one), its rate against the ledger's sampling rate;
+    (twice the clip norm under replace-one), its rate against the ledger's sampling rate, its clip
+    norm against the ledger's sensitivity. These two are the run-time release check's rule
+    (`dpbench.algorithms.release_check.compare`, on each run's tally), the one every stored run is
+    held to;
   - measured noise: no base record touches u, so on the base rows a released statistic along u is
     its noise alone, z_t = <released_t, u> / weight ~ N(0, s_t^2) with s_t the declared std; the
     99.9 % chi-square interval of sqrt(mean (z_t / s_t)^2) must reach 0.9 (less noise than declared
@@ -47,13 +50,14 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from dpbench.algorithms.releases import Release, observing
+from dpbench.algorithms import release_check
+from dpbench.algorithms.releases import Release, Tally, observing, tallying
 from dpbench.audit.canaries import Game
 from dpbench.audit.setup import AuditError, AuditSetup
 from dpbench.audit.whitebox import contribution
 from dpbench.core.keys import seed_from
-from dpbench.core.ledger import Adjacency, Ledger
-from dpbench.privacy import claim_check
+from dpbench.core.ledger import Ledger
+from dpbench.privacy import claim_check, events
 
 #: relative slack of a recomputed epsilon over the target: the accountants' discretisation (PLD
 #: pessimistic estimates are within ~0.3 % of the exact value, docs/accounting.md)
@@ -113,55 +117,45 @@ class Verification:
 # =============================================================================================
 # the ledger
 # =============================================================================================
-def _sampling_rate(ledger: Ledger) -> float | None:
-    sampling = ledger.get("sampling")
-    if isinstance(sampling, dict) and sampling.get("rate") is not None:
-        return float(sampling["rate"])
-    return None
-
-
 def _gaussian_epsilon(z: float, q: float, steps: int, delta: float) -> float:
     """The smallest epsilon dpbench's accountants give T Gaussian steps of multiplier z on Poisson
     samples of rate q (q = 1: full batch, where Gaussian DP is exact) at this delta."""
-    from dpbench.privacy import accounting
-
-    spent = accounting.dpsgd_epsilon_report(z, q, steps, delta)
-    if q >= 1.0:
-        spent["gdp"] = accounting.gdp_epsilon(math.sqrt(steps) / z, delta)
-    return min(float(v) for v in spent.values())
+    return min(events.gaussian_steps_epsilon(z, q, steps, delta).values())
 
 
 def check_ledger(ledger: Ledger, epsilon: float, delta: float, into: Verification) -> None:
-    """The ledger's own numbers against its claim and the target (module docstring, ledger)."""
+    """The ledger against its claim and the target (module docstring, ledger): the rules every
+    stored run is held to (`claim_check.problems`, which recomputes epsilon from the stated DpEvent)."""
     if ledger.claim != "valid":
         into.add("ledger", "skipped", f"claims {ledger.claim!r}, not valid: nothing to hold it to")
         return
-    found = claim_check.problems(ledger, epsilon, delta)  # the rules every stored run is held to
+    found = claim_check.problems(ledger, epsilon, delta)
     if found:
         into.add("ledger", "mismatch", "claims valid while " + "; ".join(found))
         return
-    spent = min(float(v) for v in ledger.epsilon_spent.values() if v is not None)
-    z, q, steps = ledger.get("noise_multiplier"), _sampling_rate(ledger), ledger.get("steps")
-    if z is None or q is None or steps is None:
-        into.add("ledger", "ok", f"epsilon spent {spent:.4g} <= {epsilon:g} (no Gaussian-family "
-                                 "numbers to recompute it from: the mechanism's theorem is taken as stated)")
+    if ledger.event is None:
+        into.add("ledger", "ok", f"epsilon spent {min(ledger.epsilon_spent.values()):.4g} <= {epsilon:g}, "
+                                 f"{claim_check.basis(ledger)}")
         return
-    recomputed = _gaussian_epsilon(float(z), q, int(steps), delta)
-    status = "ok" if recomputed <= epsilon * (1 + RECOMPUTE_TOLERANCE) else "mismatch"
-    into.add("ledger", status, f"epsilon recomputed from z = {float(z):.4g}, q = {q:.4g}, T = {int(steps)} at delta "
-                               f"{delta:g}: {recomputed:.4g} against the target {epsilon:g}")
+    recomputed = events.recomputed_epsilon(ledger.event, delta, ledger.spent_adjacency or ledger.adjacency)
+    steps = events.gaussian_steps(events.from_json(ledger.event))
+    what = f"z = {steps[0]:.4g}, q = {steps[1]:.4g}, T = {steps[2]}" if steps else ledger.event["type"]
+    into.add("ledger", "ok", f"epsilon recomputed from its DpEvent ({what}) at delta {delta:g}: "
+                             f"{min(recomputed.values()):.4g} against the target {epsilon:g}")
 
 
 # =============================================================================================
 # the release stream
 # =============================================================================================
 class StreamRecorder:
-    """Records what one fit's noisy steps show along the spare direction u (module docstring)."""
+    """Records what one fit's noisy steps show along the spare direction u (module docstring); its
+    `tally` (filled by `_run_side`'s `tallying`) holds what the steps declared."""
 
     def __init__(self, game: Game, canary: bool):
         self.game, self.canary = game, canary
         self.u = np.asarray(game.direction, dtype=float)
         self.steps = 0
+        self.tally = Tally()
         self.kinds: set[str] = set()
         self.declared: list[tuple[float, float, float | None, float]] = []  # (noise_std, rate, clip, weight)
         self.z: list[float] = []  # <released, u> / weight
@@ -211,7 +205,7 @@ def _run_side(info, game: Game, canary: bool, runs: int, epsilon: float, delta: 
     while i < runs or (sum(r.steps for r in out.recorders) < min_steps and i < max(runs, max_runs)):
         rng = np.random.default_rng(np.random.SeedSequence(seed_from("verify", seed, int(canary), i)))
         recorder = StreamRecorder(game, canary)
-        with observing(recorder):
+        with observing(recorder), tallying() as recorder.tally:
             fit = info.fit(problem, target, rng, **params)
         out.recorders.append(recorder)
         out.ledgers.append(Ledger.from_dict(fit.privacy))
@@ -220,48 +214,51 @@ def _run_side(info, game: Game, canary: bool, runs: int, epsilon: float, delta: 
     return out
 
 
+def _aspect(recorder: StreamRecorder, ledger: Ledger, aspects: tuple[str, ...]) -> list[release_check.Comparison]:
+    return [c for c in release_check.compare(recorder.tally, ledger) if c.aspect in aspects]
+
+
 def check_stream(base: _Runs, with_canary: _Runs, epsilon: float, delta: float, into: Verification) -> None:
-    """The stream checks of the module docstring on the runs of both sides."""
+    """The stream checks of the module docstring on the runs of both sides; steps and declared noise
+    by the release check's rule (`release_check.compare`), each run's tally against its ledger."""
     ledger = base.ledgers[0]
-    pairs = [(r.steps, g.get("steps")) for side in (base, with_canary) for r, g in zip(side.recorders, side.ledgers)]
-    counts = sorted({seen for seen, _ in pairs})
-    if any(said is None for _, said in pairs):
-        into.add("steps", "skipped", f"{'/'.join(map(str, counts))} noisy steps per run observed; the ledger states "
-                                     "no steps")
-    elif any(seen != int(said) for seen, said in pairs):
-        seen, said = next((seen, int(said)) for seen, said in pairs if seen != int(said))
-        into.add("steps", "mismatch", f"{seen} noisy steps observed in a run whose ledger says {said}")
+    runs = [(r, g) for side in (base, with_canary) for r, g in zip(side.recorders, side.ledgers)]
+    counts = "/".join(map(str, sorted({r.steps for r, _ in runs})))
+    steps = [c for r, g in runs for c in _aspect(r, g, ("steps",))]
+    if any(c.status == "not compared" for c in steps):
+        into.add("steps", "skipped", f"{counts} noisy steps per run observed; the ledger states no steps")
+    elif any(c.status == "mismatch" for c in steps):
+        into.add("steps", "mismatch", next(c.detail for c in steps if c.status == "mismatch"))
     else:
-        into.add("steps", "ok", f"{'/'.join(map(str, counts))} noisy steps per run, as each run's ledger says")
+        into.add("steps", "ok", f"{counts} noisy steps per run, as each run's ledger says")
+
+    declared = [c for r, g in zip(base.recorders, base.ledgers) for c in _aspect(r, g, ("noise", "rate", "clip"))]
+    problems = list(dict.fromkeys(c.detail for c in declared if c.status == "mismatch"))
+    seen = list(dict.fromkeys(c.detail for c in declared if c.status == "ok"))
+    if problems:
+        into.add("declared noise", "mismatch", "; ".join(problems))
+    elif seen:
+        into.add("declared noise", "ok", f"steps declare {', '.join(seen)}, as the ledger")
+    else:
+        into.add("declared noise", "skipped", "the steps and the ledger state no noise multiplier, sampling rate "
+                                              "or clip-based sensitivity both: nothing to compare")
 
     gradient = all(r.kinds == {"gradient_sum"} for r in base.recorders)
-    declared = [d for r in base.recorders for d in r.declared]
-    z_ledger, q_ledger = ledger.get("noise_multiplier"), _sampling_rate(ledger)
-    # the ledger's noise multiplier is relative to the sensitivity of the relation its epsilon is
-    # computed under: twice the clip norm when one record is replaced, the clip norm when added
-    factor = 2.0 if (ledger.spent_adjacency or ledger.audited_adjacency) is Adjacency.REPLACE_ONE else 1.0
-    if gradient and all(d[2] for d in declared):
-        z_stream = sorted({round(d[0] / (factor * d[2]), 9) for d in declared})
-        rates = sorted({d[1] for d in declared})
-        problems = []
-        if z_ledger is not None and any(abs(z - float(z_ledger)) > 1e-6 * float(z_ledger) for z in z_stream):
-            problems.append(f"steps declare noise multiplier {', '.join(f'{z:.4g}' for z in z_stream)}, the ledger "
-                            f"{float(z_ledger):.4g}")
-        if q_ledger is not None and any(abs(r - q_ledger) > 1e-9 for r in rates):
-            problems.append(f"steps declare sampling rate {', '.join(f'{r:.4g}' for r in rates)}, the ledger "
-                            f"{q_ledger:.4g}")
-        into.add("declared noise", "mismatch" if problems else "ok",
-                 "; ".join(problems) or f"steps declare z = {z_stream[0]:.4g}, rate {rates[0]:.4g}, as the ledger")
-        if len(z_stream) == 1 and len(rates) == 1 and ledger.claim == "valid":
-            steps = max(seen for seen, _ in pairs[:len(base.recorders)])  # the base runs'
-            observed = _gaussian_epsilon(z_stream[0], rates[0], steps, delta)
-            status = "ok" if observed <= epsilon * (1 + RECOMPUTE_TOLERANCE) else "mismatch"
-            into.add("recomputed epsilon", status, f"{steps} steps at z = {z_stream[0]:.4g}, q = {rates[0]:.4g} give "
-                                                   f"epsilon {observed:.4g} at delta {delta:g} against the target "
-                                                   f"{epsilon:g}")
-    else:
-        into.add("declared noise", "skipped", "steps are not all clipped gradient sums: no noise multiplier to "
-                                              "compare")
+    steps_declared = [d for r in base.recorders for d in r.tally.declared()]
+    z_stream: dict[float, int] = {}
+    for r, g in zip(base.recorders, base.ledgers):
+        for z, count in release_check.noise_multipliers(r.tally, g).items():
+            z_stream[round(z, 9)] = z_stream.get(round(z, 9), 0) + count
+    rates = sorted({d.rate for d in steps_declared})
+    every_step = sum(z_stream.values()) == sum(r.steps for r in base.recorders)  # clipped, noisy: z known
+    if gradient and every_step and len(z_stream) == 1 and len(rates) == 1 and ledger.claim == "valid":
+        z = next(iter(z_stream))
+        count = max(r.steps for r in base.recorders)
+        observed = _gaussian_epsilon(z, rates[0], count, delta)
+        status = "ok" if observed <= epsilon * (1 + RECOMPUTE_TOLERANCE) else "mismatch"
+        into.add("recomputed epsilon", status, f"{count} steps at z = {z:.4g}, q = {rates[0]:.4g} give "
+                                               f"epsilon {observed:.4g} at delta {delta:g} against the target "
+                                               f"{epsilon:g}")
 
     _measured_noise(base, into)
     if gradient:

@@ -16,7 +16,11 @@ of `best_of` such runs; examples/s = B * calls/s). Cells run with one BLAS threa
          update) at B in {1, 64, 256, 1024}, for logreg and mlp, through `sgd.run_sgd` itself -- the
          loop DP-SGD runs -- on both of its paths (`path`: "compiled", `kernels.glm_sgd_steps`,
          logreg only; "numpy", the model's vectorised methods); examples/s = B * steps/s. Plus one
-         whole run of 50,000 batch-1 logreg steps, in seconds.
+         whole run of 50,000 batch-1 logreg steps, in seconds. Each point is timed twice, interleaved:
+         bare, and with the runner's release check around it (`releases.tallying` + the comparison
+         with a ledger, `release_check`, as `run_cell` does for every fit): `examples_per_s_checked`
+         (`seconds_checked`) and `release_check_overhead`, the median over >= 5 interleaved pairs
+         of the relative extra time.
   grads  per-example gradients alone for the same shapes: `Model.per_example_grads` (the (B, m)
          matrix, what the reference clipping and PIDP's logreg contributions use) and
          `Model.clipped_grad_sum` (gradients + norms + clipped sum, no noise, no update).
@@ -105,16 +109,22 @@ def _timed(fn: Callable[[], object], repeats: int) -> float:
     return best
 
 
-def _per_call(fn: Callable[[int], object], min_time: float, best_of: int) -> float:
-    """Seconds per call of fn(k) / k: k doubled until one run lasts min_time, then the best of best_of runs."""
+def _calls_for(fn: Callable[[int], object], min_time: float) -> tuple[int, float]:
+    """(k, seconds of fn(k)): k doubled (or scaled up by the last run's time) until one run of fn(k)
+    lasts min_time."""
     k = 1
     while True:
         started = time.perf_counter()
         fn(k)
         elapsed = time.perf_counter() - started
         if elapsed >= min_time or k >= 1 << 24:
-            break
+            return k, elapsed
         k = k * 2 if elapsed <= 0 else max(k * 2, min(int(k * min_time / elapsed * 1.1) + 1, k * 100))
+
+
+def _per_call(fn: Callable[[int], object], min_time: float, best_of: int) -> float:
+    """Seconds per call of fn(k) / k: k doubled until one run lasts min_time, then the best of best_of runs."""
+    k, elapsed = _calls_for(fn, min_time)
     best = elapsed / k
     for _ in range(best_of - 1):
         best = min(best, _timed(lambda: fn(k), 1) / k)
@@ -176,6 +186,45 @@ def _record(suite, algorithm, model_name, measure, batch_size, n, n_params, *, s
     return rec
 
 
+def _pairs(fn: Callable[[], object], other: Callable[[], object], pairs: int) -> tuple[float, float, float]:
+    """fn and other timed `pairs` times, interleaved: (best seconds of fn, best of other, the median
+    over the pairs of other's time / fn's time). The median of paired ratios is what a shared
+    machine's load bursts, which hit one run of a pair more than the other, least move."""
+    a, b = [], []
+    for _ in range(pairs):
+        a.append(_timed(fn, 1))
+        b.append(_timed(other, 1))
+    return min(a), min(b), float(np.median(np.array(b) / np.array(a)))
+
+
+def _paired_per_call(fn: Callable[[int], object], other: Callable[[int], object], min_time: float,
+                     best_of: int) -> tuple[float, float, float]:
+    """`_per_call` of fn and of other at one k (found with fn), interleaved (`_pairs`, at least 5
+    pairs): (seconds per call of fn, of other, median ratio other / fn)."""
+    k, elapsed = _calls_for(fn, min_time)
+    other(k)  # warm-up, as fn's last doubling run was
+    a, b, ratio = _pairs(lambda: fn(k), lambda: other(k), max(5, best_of))
+    return min(a, elapsed) / k, b / k, ratio
+
+
+def _release_checked(run: Callable[[int], object], *, rate: float, noise_multiplier: float,
+                     clip_norm: float) -> Callable[[int], object]:
+    """`run(k)` as the runner runs a fit: its steps tallied (`releases.tallying`), then the tally compared
+    with a DP-SGD ledger of k steps at (z, q, C) (`release_check.with_release_check`)."""
+    from dpbench.algorithms import release_check, releases
+    from dpbench.core.ledger import Adjacency, Ledger
+
+    def checked(k: int) -> None:
+        with releases.tallying() as tally:
+            run(k)
+        ledger = Ledger(private=True, mechanism="DP-SGD", claim="valid", adjacency=Adjacency.ADD_REMOVE,
+                        sensitivity=clip_norm, details={"steps": k, "noise_multiplier": noise_multiplier,
+                                                        "sampling": {"kind": "poisson", "rate": rate}})
+        release_check.with_release_check(ledger, tally)
+
+    return checked
+
+
 def steps_suite(data_dir: str | None = None, repeats: int = 1, *, data=None, models: tuple[str, ...] = MODELS,
                 batch_sizes: tuple[int, ...] = BATCH_SIZES, min_time: float = MIN_TIME, best_of: int = BEST_OF,
                 clip_norm: float = 1.0, noise_multiplier: float = 1.0, lr: float = 0.1,
@@ -185,7 +234,10 @@ def steps_suite(data_dir: str | None = None, repeats: int = 1, *, data=None, mod
     Every step samples from all n rows at rate B/n, so examples/s = B * steps/s counts expected
     batch rows. `path` is "compiled" (`kernels.glm_sgd_steps`: logreg; what fits run) or "numpy"
     (the model's vectorised methods; the MLP has only this path). Plus one run of `long_run`
-    batch-1 logreg steps, in seconds (the issue's "50,000 steps in about 0.1 s").
+    batch-1 logreg steps, in seconds (the issue's "50,000 steps in about 0.1 s"). Every point is
+    also timed with the runner's release check (`_release_checked`), interleaved with the bare
+    timing: `examples_per_s_checked` / `seconds_checked` (best runs) and `release_check_overhead`
+    (the median over the pairs of checked time / bare time, - 1).
     """
     from dpbench import models as models_mod
     from dpbench.algorithms import kernels
@@ -211,16 +263,24 @@ def steps_suite(data_dir: str | None = None, repeats: int = 1, *, data=None, mod
                             noise_std=noise_multiplier * clip_norm, theta0=theta0, compiled=compiled)
 
                 run(2)  # compile (or load the compiled cache) outside the timing
+                checked = _release_checked(run, rate=float(B) / n, noise_multiplier=noise_multiplier,
+                                           clip_norm=clip_norm)
+                bare, with_check, ratio = _paired_per_call(run, checked, min_time, best_of)
                 records.append(_record("steps", "dpsgd", model_name, "step", B, n, model.n_params,
-                                       seconds_per_call=_per_call(run, min_time, best_of),
-                                       path="compiled" if compiled else "numpy"))
+                                       seconds_per_call=bare, path="compiled" if compiled else "numpy",
+                                       examples_per_s_checked=B / with_check, release_check_overhead=ratio - 1.0))
         if model_name == "logreg" and long_run:
             for compiled in paths:
-                seconds = _timed(lambda: run_sgd(problem, np.random.default_rng(2), steps=long_run, batch_size=1.0,
-                                                 lr=lr, clip_norm=clip_norm, noise_std=noise_multiplier * clip_norm,
-                                                 theta0=theta0, compiled=compiled), best_of)
+                def whole(k: int, compiled: bool = compiled) -> None:
+                    run_sgd(problem, np.random.default_rng(2), steps=k, batch_size=1.0, lr=lr, clip_norm=clip_norm,
+                            noise_std=noise_multiplier * clip_norm, theta0=theta0, compiled=compiled)
+
+                checked = _release_checked(whole, rate=1.0 / n, noise_multiplier=noise_multiplier, clip_norm=clip_norm)
+                seconds, seconds_checked, ratio = _pairs(lambda whole=whole: whole(long_run),
+                                                         lambda checked=checked: checked(long_run), max(5, best_of))
                 records.append(_record("steps", "dpsgd", model_name, f"{long_run:,} steps", 1, n, model.n_params,
-                                       seconds=seconds, path="compiled" if compiled else "numpy"))
+                                       seconds=seconds, path="compiled" if compiled else "numpy",
+                                       seconds_checked=seconds_checked, release_check_overhead=ratio - 1.0))
     return records
 
 
@@ -658,8 +718,8 @@ def format_table(records: list[dict]) -> str:
         df["batch_size"] = [("" if b is None or (isinstance(b, float) and math.isnan(b)) else f"{float(b):g}")
                             for b in df["batch_size"]]
     cols = [c for c in ("suite", "algorithm", "model", "measure", "path", "mode", "batch_size", "n_params", "steps",
-                        "seconds", "seconds_repeat", "examples_per_s", "fits_per_s", "cells_per_s", "ns_per_draw", "gflops",
-                        "ratio", "noise_multiplier", "target", "note") if c in df]
+                        "seconds", "seconds_repeat", "examples_per_s", "release_check_overhead", "fits_per_s",
+                        "cells_per_s", "ns_per_draw", "gflops", "ratio", "noise_multiplier", "target", "note") if c in df]
     with pd.option_context("display.width", 200, "display.max_rows", 1000, "display.max_colwidth", 40,
                            "display.float_format", lambda v: f"{v:,.4g}"):
         return df[cols].to_string(index=False, na_rep="")

@@ -1,12 +1,13 @@
 """Keys: the identity of a unit of work (`Cell`), stable digests and seeds, and the delta expression.
 
 A `Cell` is one fully specified unit of work: (algorithm + hyperparameters, dataset + options,
-model + options, epsilon, delta, seed). Its `key` (a digest of its identity) names its stored
-record; the data split comes from a seed derived from (experiment seed, repetition, dataset), so
-every algorithm of one repetition sees the same split (paired comparisons), and the algorithm's
-randomness from a SeedSequence derived from (seed, repetition, algorithm, dataset, model,
-epsilon). `dpbench.run.cells.run_cell` runs a cell; the spec builds them (this module imports no
-other part of dpbench).
+model + options, epsilon, delta, seed), plus the data set's revision once it is nonzero (a data set
+whose arrays changed). Its `key` (a digest of its identity) names its stored record; the data
+split comes from a seed derived from (experiment seed, repetition, dataset), so every algorithm of
+one repetition sees the same split (paired comparisons), and the algorithm's randomness from a
+SeedSequence derived from (seed, repetition, algorithm, dataset, model, epsilon).
+`dpbench.run.cells.run_cell` runs a cell; the spec builds them (this module imports no other part
+of dpbench).
 """
 
 from __future__ import annotations
@@ -156,6 +157,9 @@ class Cell:
     dataset_base: str = field(default="", compare=False)
     # the options among dataset_options that name files: with dataset_files set, their content stands for them
     dataset_path_keys: tuple[str, ...] = field(default=(), compare=False)
+    # the data set's revision (dpbench.data.DatasetInfo.revision, bumped when the arrays it returns change):
+    # part of the key and of the problem (its L*) when nonzero, so a data set at revision 0 keeps its keys
+    dataset_revision: int = 0
     # labels name the curves; they are not part of the key
     label: str = field(default="", compare=False)
     dataset_label: str = field(default="", compare=False)
@@ -169,7 +173,12 @@ class Cell:
                 "rep": self.rep, "seed": self.seed, "optimum": dict(self.optimum),
                 **({"draw": self.draw, "tuning": dict(self.tuning)} if self.tuning is not None else {}),
                 **({"plugin": self.plugin_digest} if self.plugin_digest is not None else {}),
-                **({"data_files": self.dataset_files} if self.dataset_files is not None else {})}
+                **({"data_files": self.dataset_files} if self.dataset_files is not None else {}),
+                **self._revision()}
+
+    def _revision(self) -> dict:
+        """{"dataset_revision": r} for a revised data set (r > 0), else {} (the keys of revision 0 unchanged)."""
+        return {"dataset_revision": self.dataset_revision} if self.dataset_revision else {}
 
     @cached_property
     def key(self) -> str:
@@ -196,7 +205,7 @@ class Cell:
         """Identifies (data split, model): cells with the same problem share L*."""
         return digest({"dataset": self.dataset, "dataset_options": self.data_options,
                        "data_seed": self.data_seed, "model": self.model, "model_options": dict(self.model_options),
-                       "optimum": dict(self.optimum)})
+                       "optimum": dict(self.optimum), **self._revision()})
 
     def algorithm_rng(self) -> np.random.Generator:
         """The fit's randomness: from (seed, repetition, algorithm, dataset, model, epsilon) only.

@@ -11,6 +11,13 @@ certify it); "none" -- non-private, or no proof applies (then no epsilon is clai
 adjacency: the neighbour relation of the claim (what an audit must test); `spent_adjacency` the
 one `epsilon_spent` was computed under when it differs (PIDP-SGD: the paper claims replace-one,
 the accountant composes add/remove-one steps).
+event: what was released, as the stored form of a dp-accounting `DpEvent`
+(`dpbench.privacy.events`), from which dpbench recomputes epsilon (`epsilon_recomputed`, written by
+dpbench when the run is stored, never by the fit); proof: the reference of the theorem a claim
+rests on when its mechanism has no such event (its epsilon is then not recomputed).
+public: what the claim treats as public, by name ("n": the number of records, which add/remove-one
+accounting uses to fix q, T and the noise; "feature_bounds": the ranges the features were scaled
+with), each with a sentence saying so.
 """
 
 from __future__ import annotations
@@ -68,6 +75,10 @@ class Ledger(Mapping[str, Any]):
     spent_adjacency: Adjacency | None = None  # None: the same as `adjacency`
     sensitivity: float | None = None
     claim_reason: str | None = None
+    event: dict[str, Any] | None = None  # stored DpEvent (dpbench.privacy.events)
+    proof: str | None = None  # the theorem a claim without an event rests on (its reference)
+    public: dict[str, str] = field(default_factory=dict)  # what is treated as public -> why/how
+    epsilon_recomputed: dict[str, float] | None = None  # dpbench's epsilon from `event`, per accountant
     details: dict[str, Any] = field(default_factory=dict)  # the mechanism's own numbers
 
     def __post_init__(self) -> None:
@@ -92,6 +103,11 @@ class Ledger(Mapping[str, Any]):
             out["sensitivity"] = self.sensitivity
         if self.claim_reason is not None:
             out["claim_reason"] = self.claim_reason
+        for name in ("event", "proof", "epsilon_recomputed"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        if self.public:
+            out["public"] = dict(self.public)
         out.update(self.details)
         return out
 
@@ -115,6 +131,10 @@ class Ledger(Mapping[str, Any]):
 
     def with_details(self, **details: Any) -> "Ledger":
         return replace(self, details={**self.details, **details})
+
+    def with_public(self, **public: str) -> "Ledger":
+        """The same ledger with more entries in `public` (name -> the sentence that says so)."""
+        return replace(self, public={**self.public, **public})
 
     @property
     def audited_adjacency(self) -> Adjacency:

@@ -9,8 +9,9 @@ A component declares each parameter once, as an annotated keyword of the functio
     def fit(problem, privacy, rng, *,
             lr: Annotated[float, Param("step size", minimum=0, exclusive_minimum=True)] = 0.5):
 
-`params_of(fit)` reads name, type (float, int, str, bool; `X | None` makes it optional), default
-(the keyword's default) and the rest (help, range, choices, paper reference) from that signature.
+`params_of(fit)` reads name, type (float, int, str, bool, tuple[str, ...], dict; `X | None` makes it
+optional), default (the keyword's default) and the rest (help, range, choices, paper reference) from
+that signature; a value no plain type describes (a mapping) gives its own `Param(constraint=...)`.
 `Param.constraints()` states the declaration in the validation vocabulary (dpbench.core.validation),
 whose one error and message form every check shares. The same `Param` objects then check a spec's
 values, an audit's values and the CLI's, fill the defaults of figures and tables, and describe the
@@ -37,8 +38,8 @@ from dataclasses import dataclass, replace
 from importlib import metadata
 from typing import Any, Callable, Generic, TypeVar
 
-from dpbench.core.validation import (Boolean, Constraint, Integral, Interval, Options, Real, Sequence, StrOptions,
-                                     Text, validate as validate_value)
+from dpbench.core.validation import (Boolean, Constraint, Integral, Interval, Mapping as MappingOf, Options, Real,
+                                     Sequence, StrOptions, Text, validate as validate_value)
 
 _KINDS = (bool, int, float, str)
 #: what a parameter can be to the tools that set parameters by meaning (`Param.role`)
@@ -69,6 +70,9 @@ class Param:
     default: Any = None
     optional: bool = False  # None is an accepted value
     role: str = ""  # one of ROLES, or "" (no role)
+    # a constraint of the validation vocabulary that replaces the one of `kind`: for a value no plain type
+    # describes (a data set's `bounds`, a mapping of column -> [low, high]); its `convert` gives the checked value
+    constraint: Constraint | None = None
 
     def __post_init__(self) -> None:
         if self.role and self.role not in ROLES:
@@ -77,13 +81,17 @@ class Param:
     def constraints(self) -> list:
         """The declaration in the validation vocabulary (dpbench.core.validation): the type with its
         range, then the choices, and None when null is allowed."""
-        if self.kind is bool:
-            kind: Constraint = Boolean()
+        if self.constraint is not None:
+            kind: Constraint = self.constraint
+        elif self.kind is bool:
+            kind = Boolean()
         elif self.kind in (int, float):
             kind = Interval(Integral if self.kind is int else Real, self.minimum, self.maximum,  # maximum: inclusive
                             closed="right" if self.exclusive_minimum else "both", whole_floats=True)
         elif self.kind is str:
             kind = Text(empty=True)
+        elif self.kind is dict:
+            kind = MappingOf()
         else:
             kind = Sequence(Text(empty=True), min_len=0, what="a list of strings")
         out: list = [kind]
@@ -106,7 +114,7 @@ class Param:
 
     def describe(self) -> str:
         """One line for `dpbench list` and the docs: type, default, range and meaning."""
-        kind = self.kind.__name__ + (" or null" if self.optional else "")
+        kind = ("mapping" if self.kind is dict else self.kind.__name__) + (" or null" if self.optional else "")
         bounds = []
         if self.minimum is not None:
             bounds.append(f"{'>' if self.exclusive_minimum else '>='} {self.minimum:g}")
@@ -130,9 +138,12 @@ def _kind(annotation: Any, where: str) -> tuple[type, bool]:
         return _kind(args[0], where)[0], True
     if origin in (list, tuple):
         return tuple, False
+    if origin is dict or annotation is dict:
+        return dict, False
     if annotation in _KINDS:
         return annotation, False
-    raise TypeError(f"{where}: parameter type must be bool, int, float, str or tuple[str, ...], got {annotation!r}")
+    raise TypeError(f"{where}: parameter type must be bool, int, float, str, tuple[str, ...] or dict (with a "
+                    f"Param constraint), got {annotation!r}")
 
 
 def params_of(function: Callable, *, keyword_only: bool = True) -> tuple[Param, ...]:

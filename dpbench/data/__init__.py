@@ -20,6 +20,13 @@ options common to all (`COMMON_PARAMS`: n, test_fraction, val_fraction, declared
 packages add data sets through the entry point group `dpbench.datasets`. Importing this package
 registers the built-ins and reads no data file.
 
+Feature bounds (bounds.py): every preprocessed data set records in `provenance["feature_bounds"]`
+whether its numeric columns were scaled with ranges declared public ("declared": Breast Cancer and
+Iris from their UCI documentation, or any data set given the option `bounds`) or with ranges read
+from the data ("data-dependent": the training split's min/max), or had no such step ("none":
+generated data); `feature_bounds(name, options)` gives the same record without loading anything.
+A data set's `revision` (base.py) keys its cells once its arrays change (Iris: 1).
+
 A bad name or option raises ValueError (one line: the valid names, or "option: reason"); a
 missing or corrupt raw file raises `dpbench.core.errors.DataError` (one line: data set, paths looked
 at, how to get the data).
@@ -29,6 +36,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -76,6 +84,29 @@ def _plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
+def feature_bounds(name: str, options: Mapping[str, Any] | None = None, *, revision: int | None = None
+                   ) -> dict | None:
+    """The `provenance["feature_bounds"]` record (bounds.py: kind, source, columns) that loading data
+    set `name` with `options` gives, from the registry alone (no file is read): for records stored
+    before loads recorded it.
+
+    `revision`: the data set revision the record was made at -- a stored cell's
+    `dataset_revision`, 0 where its identity has none (Iris at 0 was scaled with the training
+    split's min/max, at 1 with its published ranges); None: the current one (`DATASETS[name].revision`).
+    None where the registry cannot tell: the `csv` data set (its numeric columns are the file's), a
+    revision above the current one, a data set that declares no static answer. `options` are
+    checked like `load`'s (ValueError "option: reason"); a file-path option may be an os.PathLike.
+    """
+    info = DATASETS.lookup(name)
+    if info.feature_bounds is None:
+        return None
+    revision = info.revision if revision is None else int(revision)
+    if not 0 <= revision <= info.revision:
+        return None
+    given = {k: os.fspath(v) if isinstance(v, os.PathLike) else _plain(v) for k, v in (options or {}).items()}
+    return info.feature_bounds(info.validate(given), revision)
+
+
 def load(
     name: str,
     *,
@@ -116,6 +147,7 @@ __all__ = [
     "DatasetInfo",
     "data_dir",
     "dataset",
+    "feature_bounds",
     "load",
     "option_names",
     "verify",

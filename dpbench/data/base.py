@@ -81,6 +81,7 @@ COMMON_PARAMS: tuple[Param, ...] = params_of(Common)
 
 LoadFunction = Callable[..., Dataset]
 CheckFunction = Callable[[dict], None]
+BoundsFunction = Callable[[dict, int], "dict | None"]
 
 
 def _check_common(options: Mapping[str, Any], population: bool) -> None:
@@ -103,6 +104,14 @@ class DatasetInfo(Declared):
     or the plugin reference it was loaded from, `dpbench.core.registry.current_source`). `check`: an
     optional function of the validated options raising ValueError "key: reason" for a
     constraint one `Param` cannot state (between options, or a strict upper bound).
+    `revision`: the data set's revision, 0 at first; bump it when the arrays the data set returns
+    for the same options change (a new preprocessing choice): a nonzero revision is part of every
+    cell's and audit's identity (`dpbench.core.keys.Cell.dataset_revision`), so results computed
+    from the old arrays are not reused, while the keys of a data set at revision 0 stay as they were.
+    `feature_bounds`: a function of the validated options and a revision giving the
+    `provenance["feature_bounds"]` record of a load at that revision without loading anything
+    (`dpbench.data.feature_bounds`; bounds.py), or None where it cannot tell (then, or without
+    the function, the answer is None).
     """
 
     name: str
@@ -117,6 +126,8 @@ class DatasetInfo(Declared):
     population: bool = False  # the test split is the whole population (excess population risk is exact)
     check: CheckFunction | None = None
     source: str = BUILT_IN
+    revision: int = 0  # bump when the arrays a data set returns change
+    feature_bounds: BoundsFunction | None = None
 
     @property
     def own_params(self) -> tuple[Param, ...]:
@@ -143,7 +154,8 @@ DATASETS: Registry[DatasetInfo] = Registry("dataset", builtins="dpbench.data", g
 
 def declare(name: str, load: LoadFunction, *, params: tuple[Param, ...], description: str, citation: str,
             task: str, origin: str, uci_id: int | None = None, known_parameter: bool = False,
-            population: bool = False, check: CheckFunction | None = None, register: bool = True) -> DatasetInfo:
+            population: bool = False, check: CheckFunction | None = None, revision: int = 0,
+            feature_bounds: BoundsFunction | None = None, register: bool = True) -> DatasetInfo:
     """The DatasetInfo of data set `name` whose loader `load(common, **options)` takes the options
     `params` (the common ones are appended here), registered in DATASETS unless register=False.
 
@@ -152,6 +164,8 @@ def declare(name: str, load: LoadFunction, *, params: tuple[Param, ...], descrip
     """
     if task not in ("classification", "regression"):
         raise ValueError(f"dataset {name!r}: task must be classification or regression, got {task!r}")
+    if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
+        raise ValueError(f"dataset {name!r}: revision must be an integer >= 0, got {revision!r}")
     common = {p.name for p in COMMON_PARAMS} | {f.name for f in fields(Common)}
     clash = [p.name for p in params if p.name in common]
     if clash:
@@ -159,7 +173,8 @@ def declare(name: str, load: LoadFunction, *, params: tuple[Param, ...], descrip
                         f"read them from the Common argument instead")
     info = DatasetInfo(name=name, description=description, citation=citation, task=task, origin=origin, load=load,
                        params=(*params, *COMMON_PARAMS), uci_id=uci_id, known_parameter=known_parameter,
-                       population=population, check=check, source=current_source())
+                       population=population, check=check, source=current_source(), revision=revision,
+                       feature_bounds=feature_bounds)
     if register:
         DATASETS.register(info)
     return info
@@ -167,6 +182,7 @@ def declare(name: str, load: LoadFunction, *, params: tuple[Param, ...], descrip
 
 def dataset(name: str, *, description: str, citation: str, task: str, origin: str, uci_id: int | None = None,
             known_parameter: bool = False, population: bool = False, check: CheckFunction | None = None,
+            revision: int = 0, feature_bounds: BoundsFunction | None = None,
             register: bool = True) -> Callable[[LoadFunction], LoadFunction]:
     """Declare `load(common: Common, *, <annotated options>) -> Dataset` as data set `name`.
 
@@ -174,11 +190,13 @@ def dataset(name: str, *, description: str, citation: str, task: str, origin: st
     its default (`dpbench.core.registry.params_of`); the common options (n, test_fraction,
     val_fraction) and the seed and data folder arrive in `common`. The loader gets
     `load.dpbench_component` (its DatasetInfo) and is registered unless register=False.
+    `revision` (default 0; bump when the arrays a data set returns change) and `feature_bounds`
+    (the static bounds record, bounds.py) are those of `DatasetInfo`.
     """
     def decorate(load: LoadFunction) -> LoadFunction:
         info = declare(name, load, params=params_of(load), description=description, citation=citation, task=task,
                        origin=origin, uci_id=uci_id, known_parameter=known_parameter, population=population,
-                       check=check, register=register)
+                       check=check, revision=revision, feature_bounds=feature_bounds, register=register)
         load.dpbench_component = info  # type: ignore[attr-defined]
         return load
 

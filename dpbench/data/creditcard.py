@@ -44,10 +44,14 @@ Preprocessing (reusing preprocess.py; docs/methods/conventions.md, Preprocessing
   constant over the used rows is dropped (preprocess.clean_table).
 * Scaling: min-max to [0, 1] with the min/max of the USED ROWS BEFORE THE SPLIT -- the fixed
   984-row subsample (or all rows with `balanced: false`), not the training split. This is a
-  small non-private step, like the training-split ranges of the other data sets (V1..V28 have
-  no public range); it is recorded in `provenance["scaling"]`. Because the
+  small data-dependent, non-private step, like the training-split ranges of the other data sets
+  (V1..V28 have no public range); it is recorded in `provenance["scaling"]` and
+  `provenance["feature_bounds"]` (kind "data-dependent", bounds.py). Because the
   ranges come from the fixed row set, the features of a row do not depend on the repetition
   seed. Amount is heavy-tailed and is min-max scaled as the recipe says (no log transform).
+  Option `bounds` (a mapping column -> [low, high], bounds.py) declares ranges for some columns
+  instead: their values are clipped to them and scaled with them; with all 30 bounded the kind is
+  "declared".
 * Norm bound: preprocess.build_classification divides by sqrt(g + 1), g = 30 numeric columns,
   and appends the intercept 1/sqrt(g + 1), so ||x||_2 <= 1 (30 features + intercept = 31 columns
   when no column is constant).
@@ -72,7 +76,7 @@ import pandas as pd
 
 from dpbench.core.errors import DataError
 from dpbench.core.registry import Param
-from dpbench.data import preprocess, uci
+from dpbench.data import bounds as bounds_mod, preprocess, uci
 from dpbench.data.base import Common, Dataset, dataset
 from dpbench.data.uci import _abs, _one_line, _stat_key  # one definition of the file helpers
 
@@ -201,13 +205,25 @@ def _clean_cached(
 # --------------------------------------------------------------------------- entry points
 
 
-def _path_not_empty(options: dict) -> None:
+#: what the data-dependent ranges are (provenance["feature_bounds"]["source"])
+DATA_SOURCE = "min/max of the used rows before the split (the fixed balanced subsample, or all rows)"
+
+
+def _check(options: dict) -> None:
     if options["path"] == "":
         raise ValueError("path: must be a file path or null (null: <data folder>/creditcard/creditcard.csv)")
+    bounds_mod.check_columns(options.get("bounds"), numeric=FEATURES, other={"Class": "is the label column"},
+                             what=NAME)
+
+
+def feature_bounds(options: dict, revision: int = 0) -> dict:
+    """The `provenance["feature_bounds"]` record of a load with these options, without the file (bounds.py;
+    assumes no column is constant over the used rows, as in the published file)."""
+    return bounds_mod.resolve(FEATURES, user=bounds_mod.as_ranges(options.get("bounds")), data_source=DATA_SOURCE)[1]
 
 
 @dataset(NAME, description=DESCRIPTION, citation=CITATION, task="classification", origin="user-supplied",
-         check=_path_not_empty)
+         check=_check, feature_bounds=feature_bounds)
 def load(
     common: Common,
     *,
@@ -218,9 +234,11 @@ def load(
         "false: all rows", paper="paper 003 §6 (984 rows)")] = True,
     balance_seed: Annotated[int, Param(
         "seed of the fixed draw of the normal rows (independent of the repetition seed)", minimum=0)] = 0,
+    bounds: Annotated[dict | None, Param(bounds_mod.BOUNDS_DOC, constraint=bounds_mod.Bounds())] = None,
 ) -> Dataset:
     """Load `credit_card` (see the module docstring for every choice)."""
-    _path_not_empty({"path": path})
+    _check({"path": path, "bounds": bounds})
+    user_bounds = bounds_mod.as_ranges(bounds)
     opts = {"path": path, "balanced": balanced, "balance_seed": int(balance_seed)}
     seed, n, test_fraction, val_fraction = common.seed, common.n, common.test_fraction, common.val_fraction
     preprocess.check_fractions(test_fraction, val_fraction)
@@ -239,7 +257,8 @@ def load(
         "sha256_note": "the original file's SHA-256 is not known here: recorded, not verified",
         "kaggle": KAGGLE,
         "citation": CITATION,
-        "options": {**opts, "path": None if opts["path"] is None else _abs(target)},
+        "options": {**opts, "path": None if opts["path"] is None else _abs(target),
+                    **({"bounds": bounds_mod.shown_ranges(user_bounds)} if user_bounds else {})},
     }
     ds = preprocess.build_classification(
         NAME,
@@ -248,9 +267,13 @@ def load(
         n=n,
         test_fraction=test_fraction,
         val_fraction=val_fraction,
-        public_ranges=ranges,
+        user_bounds=user_bounds,
+        data_ranges=ranges,
+        data_source=DATA_SOURCE,
         provenance=prov,
     )
+    record = ds.provenance["feature_bounds"]
+    used_ranges = {c: user_bounds.get(c, r) for c, r in ranges.items()}
     ds.provenance.update(
         {
             "rows_raw": int(rows_raw),
@@ -265,10 +288,15 @@ def load(
                 else "none: all rows"
             ),
             "scaling": (
-                f"min-max to [0,1] with the min/max of the {used} used rows before the split "
-                "(a small non-private step, docs/methods/conventions.md, Preprocessing; fixed across repetitions)"
+                bounds_mod.describe_scaling(record, "")
+                if record["kind"] != bounds_mod.DATA_DEPENDENT
+                else f"min-max to [0,1] with the min/max of the {used} used rows before the split for "
+                f"{len(record['columns'])} column(s) (a small data-dependent, non-private step, "
+                "docs/methods/conventions.md, Preprocessing; fixed across repetitions)"
+                + (f"; declared ranges for {', '.join(sorted(user_bounds))}, values clipped to them"
+                   if user_bounds else "")
             ),
-            "scaling_ranges": {c: list(r) for c, r in ranges.items()},
+            "scaling_ranges": {c: list(r) for c, r in used_ranges.items()},
         }
     )
     return ds

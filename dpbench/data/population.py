@@ -49,7 +49,7 @@ from typing import Annotated
 import numpy as np
 
 from dpbench.core.registry import Param
-from dpbench.data import preprocess
+from dpbench.data import bounds, preprocess
 from dpbench.data.base import Common, Dataset, dataset
 
 NAME = "synthetic_population"
@@ -93,7 +93,7 @@ def _half_up(x: float) -> int:
 
 
 @dataset(NAME, description=DESCRIPTION, citation=CITATION, task="classification", origin="synthetic",
-         known_parameter=True, population=True)
+         known_parameter=True, population=True, feature_bounds=bounds.generated)
 def make(
     common: Common,
     *,
@@ -158,6 +158,7 @@ def make(
         "test_fraction_note": "ignored: the test split is the whole pool",
         "val_fraction": float(val_fraction),
         "norm_bound": 1.0,
+        "feature_bounds": bounds.generated(opts),
         "max_row_norm": float(np.sqrt(np.einsum("ij,ij->i", X, X).max())),
         "n_features": d,
     }

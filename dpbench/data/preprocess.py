@@ -23,10 +23,14 @@ fractions) gives bit-identical arrays in any process of one machine):
 5. Encoding. Categorical columns are one-hot encoded with ALL levels (no reference level), the
    levels being the sorted values observed in the full cleaned table: the public schema, so the
    feature dimension never depends on the seed or on `n`. Numeric columns are min-max scaled to
-   [0, 1] with the TRAINING split's min/max (or a documented public range such as 1..10 for
-   Breast Cancer), and the validation/test values are clipped to [0, 1]. Using the training
-   split's ranges is a tiny non-private step (the papers do the same implicitly); it is recorded
-   in `provenance["scaling"]`.
+   [0, 1] with a declared public range where the column has one -- published with the data set
+   (Breast Cancer 1..10, the Iris ranges; uci.UciSpec.public_ranges) or given by the user with the
+   option `bounds`, which wins -- and every value outside it is clipped to it (per record). Every
+   other numeric column is scaled with the TRAINING split's min/max and the validation/test values
+   are clipped to [0, 1]: a data-dependent step outside every mechanism (the papers do the same
+   implicitly). `provenance["feature_bounds"]` records which (bounds.py: kind declared /
+   data-dependent / none, the source, the data-dependent columns) and `provenance["scaling"]` says
+   it in words.
 6. Norm bound, data-independent: with g = #numeric + #categorical groups every row has
    ||x||^2 <= g, so all features are divided by sqrt(g + 1) and an intercept feature of value
    1/sqrt(g + 1) is appended; then ||x||_2 <= 1 for every row by construction (checked).
@@ -42,6 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from dpbench.data import bounds as feature_bounds
 from dpbench.data.base import Dataset
 
 #: Tolerance of the ||x||_2 <= 1 check (rounding of a sum of g + 1 squares).
@@ -206,12 +211,24 @@ def build_classification(
     test_fraction: float,
     val_fraction: float,
     public_ranges: Mapping[str, tuple[float, float]] | None = None,
+    bounds_source: str = "",
+    user_bounds: Mapping[str, tuple[float, float]] | None = None,
+    data_ranges: Mapping[str, tuple[float, float]] | None = None,
+    data_source: str = feature_bounds.TRAINING_SPLIT,
     provenance: Mapping[str, object] | None = None,
 ) -> Dataset:
-    """Steps 3-7 of the recipe (module docstring) on a cleaned table -> Dataset."""
+    """Steps 3-7 of the recipe (module docstring) on a cleaned table -> Dataset.
+
+    Ranges of the numeric columns (step 5): `user_bounds` (the `bounds` option), else
+    `public_ranges` (the data set's own public ranges, published in `bounds_source`), both declared;
+    else `data_ranges` (data-dependent ranges the loader computed, described by `data_source`),
+    else the training split's min/max. `provenance["feature_bounds"]` records the outcome (bounds.py).
+    """
     check_fractions(test_fraction, val_fraction)
-    public_ranges = dict(public_ranges or {})
     num_keep, cat_keep = list(table.numeric), list(table.categorical)
+    declared, bounds_record = feature_bounds.resolve(num_keep, own=public_ranges, own_source=bounds_source,
+                                                     user=user_bounds, data_source=data_source)
+    data_ranges = dict(data_ranges or {})
     rows_clean, missing = table.rows_clean, table.missing
 
     # 3. subsample, 4. split
@@ -235,7 +252,7 @@ def build_classification(
         numeric_frame = numeric_frame.iloc[frame_rows]
     num = numeric_frame.to_numpy(dtype=np.float64, copy=True)
 
-    # 5a. numeric: impute (optional), min-max with training ranges (or public ranges), clip
+    # 5a. numeric: impute (optional), min-max with the declared ranges, else the data-dependent ones, clip
     medians: dict[str, float] = {}
     if missing == "impute" and num_keep:
         gaps = np.isnan(num)
@@ -245,11 +262,15 @@ def build_classification(
             num = np.where(gaps, med[None, :], num)
             medians = {c: float(v) for c, v in zip(num_keep, med) if gaps[:, num_keep.index(c)].any()}
     if num_keep:
-        lo = num[train].min(axis=0)
-        hi = num[train].max(axis=0)
+        if bounds_record["columns"] and not set(bounds_record["columns"]) <= set(data_ranges):
+            lo, hi = num[train].min(axis=0), num[train].max(axis=0)
+        else:  # no column is scaled with the training split's ranges: do not read them
+            lo, hi = np.zeros(len(num_keep)), np.ones(len(num_keep))
         for j, c in enumerate(num_keep):
-            if c in public_ranges:
-                lo[j], hi[j] = public_ranges[c]
+            if c in declared:
+                lo[j], hi[j] = declared[c]
+            elif c in data_ranges:
+                lo[j], hi[j] = data_ranges[c]
         span = np.where(hi > lo, hi - lo, 1.0)
         num -= lo
         num /= span
@@ -334,11 +355,9 @@ def build_classification(
             "dropped_constant_columns": list(table.dropped),
             "numeric_columns": num_keep,
             "categorical_columns": cat_keep,
-            "scaling": (
-                "min-max to [0,1] with the training split's min/max"
-                + (f" (public range for {sorted(public_ranges)})" if public_ranges else "")
-                + ", val/test clipped to [0,1] (tiny non-private step)"
-            ),
+            "scaling": feature_bounds.describe_scaling(bounds_record, "val/test clipped to [0,1]"),
+            "feature_bounds": bounds_record,
+            **({"declared_ranges": feature_bounds.shown_ranges(declared)} if declared else {}),
             "encoding": "one-hot, all levels, sorted levels observed in the full cleaned table",
             "norm_rule": f"divide by sqrt(g+1), g={g} groups; intercept 1/sqrt(g+1)",
             "norm_bound": 1.0,

@@ -43,7 +43,7 @@ from typing import Annotated
 import numpy as np
 
 from dpbench.core.registry import Param
-from dpbench.data import preprocess
+from dpbench.data import bounds, preprocess
 from dpbench.data.base import Common, Dataset, dataset
 
 #: Seed of the fixed generator that draws w* (independent of the data seed).
@@ -73,7 +73,8 @@ def _logistic_sigma_below_one(options: dict) -> None:
 
 
 @dataset("synthetic_linear", description="y = <w*,x> + centred LogNormal noise (heavy-tailed regression), n=1e5, d=10",
-         citation=CITATION, task="regression", origin="synthetic", known_parameter=True)
+         citation=CITATION, task="regression", origin="synthetic", known_parameter=True,
+         feature_bounds=bounds.generated)
 def synthetic_linear(common: Common, *, d: Dim = 10, noise_mu: NoiseMu = 0.0, noise_sigma: NoiseSigma = 1.0,
                      features: Features = "gaussian", w_star: WStar = "unit_random",
                      normalize: Normalize = False) -> Dataset:
@@ -84,7 +85,7 @@ def synthetic_linear(common: Common, *, d: Dim = 10, noise_mu: NoiseMu = 0.0, no
 
 @dataset("synthetic_logistic", description="y = sign(<w*,x> + centred LogLogistic noise), n=1e5, d=10",
          citation=CITATION, task="classification", origin="synthetic", known_parameter=True,
-         check=_logistic_sigma_below_one)
+         check=_logistic_sigma_below_one, feature_bounds=bounds.generated)
 def synthetic_logistic(common: Common, *, d: Dim = 10, noise_mu: NoiseMu = 0.0, noise_sigma: NoiseSigma = 0.4,
                        features: Features = "gaussian", w_star: WStar = "unit_random",
                        normalize: Normalize = False) -> Dataset:
@@ -201,6 +202,7 @@ def make(name: str, common: Common, opts: dict) -> Dataset:
             else "none: rows are NOT norm-bounded (heavy tails are the point)"
         ),
         "norm_bound": 1.0 if opts["normalize"] else None,
+        "feature_bounds": bounds.generated(opts),
         "n_features": d,
     }
     return Dataset(

@@ -21,6 +21,12 @@ Options (each a `Param` of the loader below):
 * `missing`: "drop" (default) drops every row with a missing value; "impute" fills a numeric
   gap with the training split's median and a categorical gap with its most frequent level.
   A row without a label is dropped either way.
+* `bounds`: a mapping column -> [low, high] that you declare public (bounds.py), e.g.
+  `{age: [17, 90], income: [0, 200000]}`: each value is clipped to its column's range and the column
+  is min-max scaled with it instead of the training split's min/max. A numeric column without one
+  is scaled with the training split's min/max (a data-dependent step); with every numeric column
+  bounded, `provenance["feature_bounds"]["kind"]` is "declared". A column that is the label, listed
+  under `categorical` or `drop`, or absent from the file is refused (ValueError `bounds: ...`).
 
 Missing values: empty cells and pandas' NA strings (NA, NaN, null, ...), and `?` (the UCI
 convention); text values are stripped of blanks. Provenance records the file's absolute path
@@ -40,7 +46,7 @@ import pandas as pd
 
 from dpbench.core.errors import DataError
 from dpbench.core.registry import Param
-from dpbench.data import preprocess, uci
+from dpbench.data import bounds as bounds_mod, preprocess, uci
 from dpbench.data.base import Common, Dataset, dataset
 from dpbench.data.uci import _abs, _clean_categorical, _one_line, _stat_key  # one definition of the file helpers
 
@@ -61,6 +67,11 @@ def _check(options: dict) -> None:
     both = sorted(set(options["categorical"]) & set(options["drop"]))
     if both:
         raise ValueError(f"drop: {', '.join(map(repr, both))} also listed under categorical; give each column once")
+    other = {**{c: "is listed under `drop`" for c in options["drop"]}, options["label"]: "is the label column"}
+    # the file's columns are unknown here: a column that is not refused below is looked for when it is read (load)
+    named = [c for c in bounds_mod.as_ranges(options.get("bounds")) if c not in options["categorical"]]
+    bounds_mod.check_columns(options.get("bounds"), numeric=[c for c in named if c not in other],
+                             categorical=options["categorical"], other=other)
 
 
 def _error(target: pathlib.Path, text: str) -> DataError:
@@ -158,8 +169,14 @@ def _clean_cached(path: str, size: int, mtime_ns: int, file_format: str, label: 
                                   missing=missing)
 
 
+def _feature_bounds(options: dict, revision: int = 0) -> dict | None:
+    """The static feature-bounds record: None, since the numeric columns are the file's (unknown without it)."""
+    return None
+
+
 @dataset(NAME, description="your own table: a .csv or .parquet file with a label column (binary classification)",
-         citation="user-supplied file", task="classification", origin="user-supplied", check=_check)
+         citation="user-supplied file", task="classification", origin="user-supplied", check=_check,
+         feature_bounds=_feature_bounds)
 def load(
     common: Common,
     *,
@@ -174,15 +191,22 @@ def load(
     missing: Annotated[str, Param("rows with a missing value: drop them, or impute the training split's median "
                                   "(numeric) / most frequent level (categorical)",
                                   choices=("drop", "impute"))] = "drop",
+    bounds: Annotated[dict | None, Param(bounds_mod.BOUNDS_DOC, constraint=bounds_mod.Bounds())] = None,
 ) -> Dataset:
     """Load the table at `path` (module docstring)."""
     options = {"path": path, "label": label, "positive": positive, "categorical": tuple(categorical),
-               "drop": tuple(drop), "missing": missing}
+               "drop": tuple(drop), "missing": missing, "bounds": bounds}
     _check(options)
+    user_bounds = bounds_mod.as_ranges(bounds)
     preprocess.check_fractions(common.test_fraction, common.val_fraction)
     target = pathlib.Path(path).expanduser()
     _, file_format = read_table(target)
     clean = _clean_cached(*_stat_key(target), file_format, label, positive, tuple(categorical), tuple(drop), missing)
+    absent = [c for c in user_bounds if c not in clean.numeric and c not in clean.dropped]
+    if absent:
+        columns = list(clean.numeric) + [c for c in clean.dropped if c not in categorical]
+        raise ValueError(f"bounds: column {absent[0]!r} not found among the numeric columns of {_abs(target)}: "
+                         f"{', '.join(columns[:30]) or 'none'}")
     if clean.rows_clean == 0:
         raise _error(target, "no rows left after dropping the rows with a missing value"
                      + ("; try the option `missing: impute`" if missing == "drop" else " in the label column"))
@@ -191,10 +215,11 @@ def load(
         "files": [{"path": _abs(target), "sha256": uci.sha256(target)}],
         "file_format": file_format,
         "citation": "user-supplied file",
-        "options": {**options, "path": _abs(target), "categorical": list(categorical), "drop": list(drop)},
+        "options": {**options, "path": _abs(target), "categorical": list(categorical), "drop": list(drop),
+                    "bounds": bounds_mod.shown_ranges(user_bounds) if user_bounds else None},
     }
     ds = preprocess.build_classification(NAME, clean, seed=common.seed, n=common.n, test_fraction=common.test_fraction,
-                                         val_fraction=common.val_fraction, provenance=prov)
+                                         val_fraction=common.val_fraction, user_bounds=user_bounds, provenance=prov)
     if missing == "impute":
         ds.provenance.setdefault("imputed_most_frequent", {})
     return ds

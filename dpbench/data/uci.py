@@ -16,7 +16,8 @@ iris           iris/iris.data                                      53      150 -
 
 Each data set is ONE declaration below, `uci_dataset(UciSpec(...))`: its files with their SHA-256
 (`UciFile`), how to parse them (`UciParse`), the schema, the label rule (`LabelRule`), public
-feature ranges and its options (`Param`s, checked by `dpbench.data.DATASETS[name].validate`).
+feature ranges with their source (`public_ranges`, `bounds_source`; bounds.py), its revision and
+its options (`Param`s, checked by `dpbench.data.DATASETS[name].validate`).
 `uci_dataset` registers it in `dpbench.data.DATASETS` and derives `SPECS` and `SHA256`; adding a UCI
 data set is adding one declaration.
 
@@ -52,7 +53,9 @@ Data-set notes (choices; see also preprocess.py):
   `is_host_login` are constant (0) in this file and are dropped by the generic constant-column
   rule. Heavy-tailed byte counts are min-max scaled as the recipe says (no log transform).
 * breast_cancer (Wisconsin Original): id dropped; 9 integer features 1..10 scaled with their
-  public range [1, 10] (public metadata rather than data-dependent ranges); class 4 (malignant) = +1. Paper 003
+  public range [1, 10], declared from the UCI documentation (breast-cancer-wisconsin.names,
+  "Attribute Information": each attribute takes values 1-10) rather than read from the data
+  (bounds.py, kind "declared"); class 4 (malignant) = +1. Paper 003
   reports 699 rows, i.e. it did not drop the 16 rows with `?` in bare_nuclei; the default here
   follows the recipe (drop -> 683; docs/methods/conventions.md, Preprocessing); option
   `missing="impute"` keeps all 699 and fills the gap with the training-split median.
@@ -61,7 +64,13 @@ Data-set notes (choices; see also preprocess.py):
   no minimiser and every method reaches 100 %); versicolor-vs-rest is not linearly separable at
   all (it sits between the other two: the best linear fit reaches 0.74 training accuracy
   against a 0.67 majority rate); virginica-vs-rest is nearly but not exactly separable (0.97)
-  -- a well-posed, informative benchmark.
+  -- a well-posed, informative benchmark. The 4 features are scaled with the ranges UCI publishes
+  in iris.names ("Summary Statistics": min and max of each feature, in cm: sepal length 4.3-7.9,
+  sepal width 2.0-4.4, petal length 1.0-6.9, petal width 0.1-2.5), which equal the min and max of
+  the 150 rows of iris.data (kind "declared"). Revision 1: before, they were scaled with the
+  training split's min/max; the revision keys Iris's cells so those results are not reused.
+* adult, bank, kddcup99: no public ranges; their numeric columns are scaled with the training
+  split's min/max (kind "data-dependent"), unless the option `bounds` declares ranges.
 
 Parsing happens once per process: frames and SHA-256 sums are cached with functools.lru_cache
 keyed by data set, resolved path and the file's size and mtime, and the seed-independent
@@ -100,13 +109,17 @@ import pandas as pd
 
 from dpbench.core.errors import DataError
 from dpbench.core.registry import Param, validate
-from dpbench.data import preprocess
+from dpbench.data import bounds, preprocess
 from dpbench.data.base import Common, Dataset, declare, option
 
 HOW_TO_GET = (
     "pass --data DIR or set DPBENCH_DATA to a folder with the UCI layout (e.g. ../shared/data; "
     "`dpbench data verify --data DIR` checks one), or allow network access so ucimlrepo can fetch it"
 )
+
+
+#: the option `bounds` of every UCI data set (bounds.py)
+BOUNDS = option("bounds", dict, None, bounds.BOUNDS_DOC, optional=True, constraint=bounds.Bounds())
 
 
 def how_to_get(name: str) -> str:
@@ -178,7 +191,8 @@ class UciSpec:
     schema, the label rule, public feature ranges and the options (module docstring).
 
     `drops`: option -> columns left out when that (boolean) option is true. An option named
-    `missing` ("drop" | "impute") is the missing-value rule of preprocess.clean_table.
+    `missing` ("drop" | "impute") is the missing-value rule of preprocess.clean_table. Every UCI
+    data set also takes the option `bounds` (`params`; bounds.py), the user's declared ranges.
     """
 
     name: str
@@ -195,14 +209,56 @@ class UciSpec:
     url: str = ""  # where to download the original files by hand
     parse: UciParse = UciParse()
     fill_missing_category: str | None = None  # bank: NaN from ucimlrepo means `unknown`
-    public_range: tuple[float, float] | None = None  # public [min, max] of every numeric feature
+    # public [low, high] of numeric features, published with the data set (not read from it), and where
+    # (bounds.py): a declared column is clipped to it and scaled with it, the others with the training split's
+    public_ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    bounds_source: str = ""
+    constant: tuple[str, ...] = ()  # numeric features constant in the file (dropped: preprocess.clean_table step 2)
+    revision: int = 0  # the data set's revision (base.DatasetInfo): bump when the arrays it returns change
+    ranges_since: int = 0  # the revision from which public_ranges are used (before: the training split's min/max)
     options: tuple[Param, ...] = ()
     drops: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     ucimlrepo_note: str = ""  # appended when ucimlrepo serves another table than `files`
 
+    def __post_init__(self) -> None:
+        wrong = [c for c in self.public_ranges if c not in self.numeric]
+        if wrong:
+            raise TypeError(f"UciSpec {self.name!r}: public_ranges of {wrong}, which are not numeric features")
+        bad = [c for c, (lo, hi) in self.public_ranges.items() if not lo < hi]
+        if bad or (self.public_ranges and not self.bounds_source):
+            raise TypeError(f"UciSpec {self.name!r}: public ranges need low < high (not {bad}) and a bounds_source")
+
     @property
     def numeric(self) -> tuple[str, ...]:
         return tuple(c for c in self.features if c not in self.categorical)
+
+    @property
+    def params(self) -> tuple[Param, ...]:
+        """The data set's own options: `options` and `bounds`."""
+        return (*self.options, BOUNDS)
+
+    def scaled(self, options: Mapping[str, Any]) -> tuple[str, ...]:
+        """The numeric columns min-max scaled with these (validated) options: without the columns an
+        option leaves out (`drops`) and the `constant` ones."""
+        dropped = {c for key, columns in self.drops.items() if options.get(key) for c in columns}
+        return tuple(c for c in self.numeric if c not in dropped and c not in self.constant)
+
+    def feature_bounds(self, options: Mapping[str, Any], revision: int | None = None) -> dict | None:
+        """The `provenance["feature_bounds"]` record of a load with these options at this revision
+        (default: the current one; None for a revision above it), without the file (bounds.py)."""
+        revision = self.revision if revision is None else revision
+        if revision > self.revision:
+            return None
+        own = self.public_ranges if revision >= self.ranges_since else {}
+        return bounds.resolve(self.scaled(options), own=own, own_source=self.bounds_source,
+                              user=bounds.as_ranges(options.get("bounds")))[1]
+
+    def check(self, options: Mapping[str, Any]) -> None:
+        """The `bounds` option names numeric features that are used (ValueError `bounds: ...`)."""
+        dropped = {c: f"is left out ({key}: true)" for key, columns in self.drops.items() if options.get(key)
+                   for c in columns}
+        bounds.check_columns(options.get("bounds"), numeric=[c for c in self.numeric if c not in dropped],
+                             categorical=self.categorical, other=dropped, what=self.name)
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -226,8 +282,9 @@ def uci_dataset(spec: UciSpec) -> UciSpec:
         return load_uci(spec.name, common, **options)
 
     load.__name__ = load.__qualname__ = f"load_{spec.name}"
-    declare(spec.name, load, params=spec.options, description=spec.description, citation=spec.citation,
-            task="classification", origin="uci", uci_id=spec.uci_id)
+    declare(spec.name, load, params=spec.params, description=spec.description, citation=spec.citation,
+            task="classification", origin="uci", uci_id=spec.uci_id, check=spec.check, revision=spec.revision,
+            feature_bounds=spec.feature_bounds)
     SPECS[spec.name] = spec
     SHA256.update({f"{spec.folder}/{f.name}": f.sha256 for f in spec.files})
     return spec
@@ -299,9 +356,14 @@ uci_dataset(UciSpec(
     rows_raw=494021,
     labels=None,
     label=LabelRule("attack (any label but 'normal.') -> +1, 'normal.' -> -1", all_but=("normal",)),
+    constant=("num_outbound_cmds", "is_host_login"),
     description="KDD Cup 1999, 10% file: attack (any) vs normal connection",
     citation="UCI id 130 (Hettich & Bay 1999); papers 000, 003 (random subsample of 70,000)",
 ))
+
+BREAST_CANCER_FEATURES = ("clump_thickness", "uniformity_of_cell_size", "uniformity_of_cell_shape",
+                          "marginal_adhesion", "single_epithelial_cell_size", "bare_nuclei", "bland_chromatin",
+                          "normal_nucleoli", "mitoses")
 
 uci_dataset(UciSpec(
     name="breast_cancer",
@@ -311,13 +373,14 @@ uci_dataset(UciSpec(
     files=(UciFile("breast-cancer-wisconsin.data",
                    "402c585309c399237740f635ef9919dc512cca12cbeb20de5e563a4593f22b64"),),
     parse=UciParse(na_values=("?",), id_column="sample_code_number"),
-    features=("clump_thickness", "uniformity_of_cell_size", "uniformity_of_cell_shape", "marginal_adhesion",
-              "single_epithelial_cell_size", "bare_nuclei", "bland_chromatin", "normal_nucleoli", "mitoses"),
+    features=BREAST_CANCER_FEATURES,
     categorical=(),
     rows_raw=699,
     labels=frozenset({"2", "4"}),
     label=LabelRule("class 4 (malignant) -> +1, class 2 (benign) -> -1", positive=("4",)),
-    public_range=(1.0, 10.0),
+    public_ranges=dict.fromkeys(BREAST_CANCER_FEATURES, (1.0, 10.0)),
+    bounds_source=("UCI documentation breast-cancer-wisconsin.names, 'Attribute Information': each of the 9 "
+                   "attributes takes values 1-10"),
     description="Breast Cancer Wisconsin (Original): malignant (class 4) vs benign",
     citation="UCI id 15 (Wolberg & Mangasarian 1990); paper 003 (699 rows)",
     options=(option("missing", str, "drop", "rows with a missing value (16, all in bare_nuclei): drop them "
@@ -338,6 +401,13 @@ uci_dataset(UciSpec(
     label=LabelRule("'{positive}' -> +1, the other two species -> -1 (one-vs-rest)", option="positive_class",
                     option_labels={"setosa": "Iris-setosa", "versicolor": "Iris-versicolor",
                                    "virginica": "Iris-virginica"}),
+    # iris.names, "Summary Statistics" (cm); they equal the min and max of the 150 rows of iris.data
+    public_ranges={"sepal_length": (4.3, 7.9), "sepal_width": (2.0, 4.4), "petal_length": (1.0, 6.9),
+                   "petal_width": (0.1, 2.5)},
+    bounds_source=("UCI documentation iris.names, 'Summary Statistics': the published min and max of each "
+                   "feature, in cm"),
+    revision=1,  # 1: scaled with the published ranges instead of the training split's min/max (revision 0)
+    ranges_since=1,
     description="Iris, one-vs-rest (default virginica vs rest)",
     citation="UCI id 53 (Fisher 1936); paper 003 (150 rows)",
     options=(option("positive_class", str, "virginica", "the species mapped to +1, the other two to -1 "
@@ -715,7 +785,9 @@ def load_uci(name: str, common: Common, **options: Any) -> Dataset:
     """Load UCI data set `name` and preprocess it (preprocess.py) with its declared label rule,
     column drops and public ranges; `options` are checked against the spec's declared options."""
     spec = SPECS[name]
-    opts = validate(spec.options, options, f"dataset {name!r}")
+    opts = validate(spec.params, options, f"dataset {name!r}")
+    spec.check(opts)
+    user_bounds = bounds.as_ranges(opts.pop("bounds"))
     preprocess.check_fractions(common.test_fraction, common.val_fraction)
     table = raw_table(name, common.data_dir)
     frame = table.frame
@@ -739,9 +811,8 @@ def load_uci(name: str, common: Common, **options: Any) -> Dataset:
                 while len(_CLEAN_CACHE) >= _CLEAN_CACHE_SIZE:
                     _CLEAN_CACHE.pop(next(iter(_CLEAN_CACHE)))
                 _CLEAN_CACHE[cache_key] = clean
-    public_ranges = {c: spec.public_range for c in spec.numeric} if spec.public_range is not None else None
     prov = dict(table.provenance)
-    prov["options"] = dict(opts)
+    prov["options"] = {**opts, **({"bounds": bounds.shown_ranges(user_bounds)} if user_bounds else {})}
     prov["citation"] = spec.citation
     return preprocess.build_classification(
         name,
@@ -750,7 +821,9 @@ def load_uci(name: str, common: Common, **options: Any) -> Dataset:
         n=common.n,
         test_fraction=common.test_fraction,
         val_fraction=common.val_fraction,
-        public_ranges=public_ranges,
+        public_ranges=spec.public_ranges,
+        bounds_source=spec.bounds_source,
+        user_bounds=user_bounds,
         provenance=prov,
     )
 

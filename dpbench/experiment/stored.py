@@ -24,7 +24,7 @@ from dpbench.experiment.layout import CURVES_FILE, RUNS_FILE, TRACE_CURVES_FILE,
 #: text columns of `curves.runs_table`; read as strings whatever they look like (a cell key such as
 #: "1234e567..." would otherwise parse as a number, a label "NA" as missing)
 RUNS_TEXT = ("key", "label", "algorithm", "dataset", "dataset_label", "model", "model_label", "problem",
-             "dataset_panel", "params", "dp_claim", "privacy", "tuning", "selection", "plugin")
+             "dataset_panel", "params", "dp_claim", "privacy", "tuning", "selection", "plugin", "claim_basis")
 #: text columns of `curves.curves_table`
 CURVES_TEXT = ("label", "dataset_label", "model_label", "algorithm", "dataset_panel", "dataset", "model", "params",
                "selected_by", "dp_claim", "metric", "partial")
@@ -74,14 +74,15 @@ def load_runs(exp, results: str | Path = "results") -> pd.DataFrame:
         runs = _read(path, RUNS_TEXT)
     except (OSError, ValueError, EOFError) as exc:
         raise StoredTableError(f"{path}: unreadable ({exc}); restore it (git checkout -- {path})") from None
-    for column in ("tuning", "plugin"):  # runs_table writes "" for a run without private selection / plugin
+    for column in ("tuning", "plugin", "claim_basis"):  # runs_table writes "" for a run without them
         if column in runs:
             runs[column] = runs[column].fillna("")
     for column in ("dp_claim",):  # None in runs_table (no claim in the ledger), "" on disk
         if column in runs:
             runs[column] = runs[column].replace("", np.nan)
-    if "weak_delta" in runs:
-        runs["weak_delta"] = runs["weak_delta"].astype(bool)
+    for column in ("weak_delta", "scaling_data_dependent"):
+        if column in runs:
+            runs[column] = runs[column].fillna(False).astype(bool)
     if "population_lstar" in runs and runs["population_lstar"].isna().all():
         runs["population_lstar"] = pd.Series([None] * len(runs), dtype=object)  # runs_table: None per row
     return runs

@@ -28,7 +28,7 @@ LOG_NOTE = ("log axes: ▽ = a mean ≤ 0, drawn at the panel's floor (a decade 
 CLAIM_NOTE = ("line style = what the DP guarantee covers (the legend says it too): solid, filled markers: valid "
               "for the curve as drawn (one hyperparameter setting, or private selection drawn at its end-to-end ε) · "
               "solid, open markers: valid per run only (hyperparameters selected among k on validation data with no "
-              "ε for the selection, or δ ≥ 1/n) · dash-dot: ε claimed by the paper only (proof unsound; open markers: "
+              "ε for the selection, δ ≥ 1/n, or features scaled with the data's own ranges) · dash-dot: ε claimed by the paper only (proof unsound; open markers: "
               "also selected among k) · dotted: ε not certified for this model · dashed: non-private · " + BAND_NOTE)
 DPI = 130
 FORMATS = (".png", ".pdf")

@@ -82,14 +82,14 @@ def nonprivate_styles(part: pd.DataFrame, labels: list[str]) -> dict[str, dict]:
 def claim_kind(line: pd.DataFrame) -> str:
     """The CLAIM_STYLES key of a curve from its `dp_claim` strings (curves.curve_claim): the weakest
     claim of its points wins; "selected" is valid per run only (selection not private, private
-    selection not accounted, or a weak delta)."""
+    selection not accounted), or valid with a caveat (a weak delta, feature scaling from the data)."""
     claims = set(line.get("dp_claim", pd.Series(["valid"])).fillna(""))
     parts = set("/".join(c.split(" ")[0] for c in claims).split("/")) - {""}
     if "none" in parts:
         return "none"
     if "paper-only" in parts:
         return "paper-only"
-    if any("per run" in c or "weak delta" in c for c in claims):
+    if any("per run" in c or "weak delta" in c or "scaling data-dependent" in c for c in claims):
         return "selected"
     return "valid"
 
@@ -115,6 +115,8 @@ def claim_status(line: pd.DataFrame) -> tuple[str, bool, str]:
         parts.append("private selection not accounted")
     if "weak delta" in text:
         parts.append("δ ≥ 1/n")
+    if "scaling data-dependent" in text:
+        parts.append("scaling data-dependent")
     if kind == "valid" and "end to end" in text:
         parts.append("private selection, ε end to end")
     return style, filled, "; ".join(parts)

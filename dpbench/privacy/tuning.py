@@ -44,6 +44,7 @@ import numpy as np
 from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant
 
+from dpbench.privacy import events
 from dpbench.privacy.accounting import dpsgd_event
 from dpbench.privacy.checks import non_negative, positive, unit_interval
 
@@ -106,7 +107,10 @@ def run_count_distribution(mean_runs: float, eta: float) -> RunCount:
 def candidate_event(ledger: dict) -> dp_event.DpEvent | None:
     """The DpEvent of one run, read from its privacy ledger, or None when it has none here.
 
-    Only "valid" claims count. Rules (the ledger fields each algorithm writes):
+    Only "valid" claims count. The mechanism the ledger states (`event`, `dpbench.privacy.events`)
+    when it states one and it is Gaussian steps (the relation the selection's RDP is composed
+    under: add/remove-one, or unsampled), else, for a ledger stored before ledgers stated their
+    mechanism, these rules on the fields each algorithm writes:
     * sampling.kind "poisson" (DP-SGD, DP-LSSGD): PoissonSampled(rate, Gaussian(noise_multiplier))
       self-composed `steps` times (add/remove-one);
     * sampling.kind "full batch" (DP-GD): Gaussian(noise_multiplier) self-composed `steps` times;
@@ -117,6 +121,16 @@ def candidate_event(ledger: dict) -> dp_event.DpEvent | None:
     """
     if ledger.get("claim") != "valid" or not ledger.get("private"):
         return None
+    if ledger.get("event") is not None:
+        try:
+            stated = events.from_json(ledger["event"])
+        except events.EventError:
+            return None
+        steps = events.gaussian_steps(stated)
+        relation = ledger.get("spent_adjacency") or ledger.get("adjacency")
+        if steps is None or (steps[1] < 1.0 and relation == "replace-one"):
+            return None
+        return dpsgd_event(*steps)
     sampling = ledger.get("sampling") or {}
     z, steps = ledger.get("noise_multiplier"), ledger.get("steps")
     if sampling.get("kind") in ("poisson", "full batch") and z and steps:

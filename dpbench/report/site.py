@@ -350,8 +350,8 @@ PAGE = """<!doctype html>
 <p class="help">Hover a point for its value, 95% interval over seeds, selected hyperparameters and guarantee;
 click it for its privacy ledger. Click a legend entry to hide or show a method. Line style = what the
 guarantee covers: solid with filled markers, valid for the curve as drawn; solid with open markers, valid per
-run only (hyperparameters selected without privacy, or δ ≥ 1/n); dash-dot, ε claimed by the paper only;
-dotted, ε not certified; dashed, non-private. ★ / ✕: a claim of the Claims table holds / fails at that
+run only (hyperparameters selected without privacy, δ ≥ 1/n, or features scaled with their own ranges);
+dash-dot, ε claimed by the paper only; dotted, ε not certified; dashed, non-private. ★ / ✕: a claim of the Claims table holds / fails at that
 point with significance.</p>
 <div id="figure-list"></div></section>
 {audits}

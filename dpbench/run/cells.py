@@ -232,15 +232,19 @@ def _target(cell: Cell, shared: _Prepared):
 
 
 def run_cell(cell: Cell, context: CellContext = CellContext()) -> dict:
-    """Load data, build the model, fit, evaluate: the record stored for this cell."""
+    """Load data, build the model, fit, evaluate: the record stored for this cell. The fit's steps
+    are tallied (`releases.tallying`) and checked against its ledger (`release_check`)."""
+    from dpbench.algorithms import releases
+
     shared = _prepare(cell, context)
     target = _target(cell, shared)
     lstar = optimum(cell, shared.problem, context)
     started = time.perf_counter()
-    fit = shared.info.fit(shared.problem, target, cell.algorithm_rng(), **dict(cell.params))
+    with releases.tallying() as tally:
+        fit = shared.info.fit(shared.problem, target, cell.algorithm_rng(), **dict(cell.params))
     fit_seconds = time.perf_counter() - started
     save_privacy_memo(context)
-    return _record(cell, shared, target, fit, fit_seconds, lstar, context)
+    return _record(cell, shared, target, fit, fit_seconds, lstar, context, released=tally)
 
 
 #: most cells one batched fit takes (its parameters and per-replica draws grow with it)
@@ -299,8 +303,11 @@ def run_cells(cells: list[Cell], context: CellContext = CellContext()) -> list[d
     twin draws for replica r exactly what the single fit of cell r draws, so every record equals
     `run_cell`'s up to floating-point rounding (sums over replicas are taken in another order).
     The cells run as fits of at most `replicas_per_fit` replicas each (the memory bound); a fit's
-    time is shared equally among its cells.
+    time is shared equally among its cells. Each batched fit is tallied and its tally split per
+    replica (`replica_tallies`), so each cell's steps are checked against its own ledger.
     """
+    from dpbench.algorithms import releases
+
     keys = {batch_key(c) for c in cells}
     if len(keys) != 1 or None in keys:
         raise ValueError("run_cells takes cells of one batch (equal, non-null batch_key)")
@@ -313,16 +320,65 @@ def run_cells(cells: list[Cell], context: CellContext = CellContext()) -> list[d
     for a in range(0, len(cells), size):
         part, part_targets = cells[a:a + size], targets[a:a + size]
         started = time.perf_counter()
-        fits = shared.info.fit_batch(problem, part_targets, [c.algorithm_rng() for c in part],
-                                     [dict(c.params) for c in part])
+        with releases.tallying() as tally:
+            fits = shared.info.fit_batch(problem, part_targets, [c.algorithm_rng() for c in part],
+                                         [dict(c.params) for c in part])
         fit_seconds = (time.perf_counter() - started) / len(part)
-        records += [_record(c, shared, t, fit, fit_seconds, lstar, context) for c, t, fit in zip(part, part_targets, fits)]
+        records += [_record(c, shared, t, fit, fit_seconds, lstar, context, released=steps)
+                    for c, t, fit, steps in zip(part, part_targets, fits, replica_tallies(tally, len(part)))]
     save_privacy_memo(context)
     return records
 
 
+#: why a batched fit's cells are not release-checked when its tally cannot be split per replica
+UNATTRIBUTED = "the batched fit reported steps without naming their replica"
+
+
+def replica_tallies(tally, replicas: int) -> list:
+    """The tally of each replica of a batched fit (`releases.Tally.split`); where the fit reported
+    steps without naming their replica (a twin that runs its fits without `releases.replicas_from`),
+    the reason `UNATTRIBUTED` for every replica instead of a guess."""
+    return tally.split(replicas) if tally.per_replica else [UNATTRIBUTED] * replicas
+
+
+def checked_releases(ledger: Ledger, released) -> Ledger:
+    """The ledger after dpbench's release check of the fit's tallied steps (a `releases.Tally`;
+    `algorithms.release_check.with_release_check`: the result in the detail `release_check`, a
+    mismatch turning "valid" into "paper-only"); a string: "not checked" for that reason; None
+    (nothing tallied): unchanged."""
+    from dpbench.algorithms import release_check
+
+    if isinstance(released, str):
+        return ledger.with_details(**{release_check.DETAIL: f"not checked: {released}"})
+    return release_check.with_release_check(ledger, released)
+
+
+def with_public(ledger: Ledger, n: int, bounds: dict | None) -> Ledger:
+    """A private claim's ledger with what it treats as public (`Ledger.public`): under add/remove-one
+    accounting the number of records n (q, T and the noise are computed from it), and the feature
+    bounds the data were scaled with (the data set's `provenance["feature_bounds"]`: declared public,
+    taken from the data itself -- `claim_check.DATA_DEPENDENT`, a step no epsilon covers -- or no
+    scaling at all)."""
+    from dpbench.core.ledger import Adjacency
+    from dpbench.privacy.claim_check import DATA_DEPENDENT
+
+    if not ledger.private or ledger.claim == "none":
+        return ledger
+    public = {}
+    if Adjacency.ADD_REMOVE in (ledger.adjacency, ledger.spent_adjacency):
+        public["n"] = (f"n = {n} records is treated as public: the sampling rate, the steps and the noise are "
+                       "computed from it (add/remove-one accounting)")
+    if bounds:
+        columns = ", ".join(bounds.get("columns") or [])
+        public["feature_bounds"] = {
+            "declared": f"declared public: {bounds.get('source')}",
+            "data-dependent": f"{DATA_DEPENDENT}: {bounds.get('source')} ({columns}), not accounted",
+        }.get(bounds.get("kind"), f"no data-dependent scaling: {bounds.get('source')}")
+    return ledger.with_public(**public) if public else ledger
+
+
 def _record(cell: Cell, shared: _Prepared, target, fit, fit_seconds: float, lstar: float,
-            context: CellContext) -> dict:
+            context: CellContext, released=None) -> dict:
     """The stored record of a fitted cell: its identity, the metrics of the released theta, the
     ledger as released (with the weak-delta and convexity notes), trace, private-selection score."""
     from dpbench.privacy import claim_check
@@ -331,12 +387,14 @@ def _record(cell: Cell, shared: _Prepared, target, fit, fit_seconds: float, lsta
     dataset, model, info, delta = shared.dataset, shared.model, shared.info, target.delta
     population_lstar = population_optimum(cell, dataset, model, context)
     ledger = claim_check.checked(Ledger.from_dict(fit.privacy), target.epsilon, delta)
+    ledger = checked_releases(ledger, released)
     if info.convex_only and not model.convex and ledger.claim != "none":
         ledger = ledger.with_claim("none", f"{cell.algorithm}'s proof needs a convex loss; {cell.model} is not convex")
     if delta is not None and ledger.claim != "none" and delta >= 1.0 / dataset.n_train:
         ledger = ledger.with_details(weak_delta=(f"delta = {delta:.3g} >= 1/n = {1.0 / dataset.n_train:.3g}: a mechanism that publishes "
                                  f"one random record whole with probability delta per record meets it, so the "
                                  f"guarantee means little; use delta <= 1/n**1.1 or a fixed 1e-5"))
+    ledger = with_public(ledger, dataset.n_train, dataset.provenance.get("feature_bounds"))
     tuning = None
     if cell.tuning is not None:
         settings = dict(cell.tuning)
@@ -349,6 +407,7 @@ def _record(cell: Cell, shared: _Prepared, target, fit, fit_seconds: float, lsta
         "key": cell.key, **cell.labels(),
         "algorithm": cell.algorithm, "params": dict(cell.params),
         "dataset": cell.dataset, "dataset_options": dict(cell.dataset_options),
+        **({"dataset_revision": cell.dataset_revision} if cell.dataset_revision else {}),
         "model": cell.model, "model_options": dict(cell.model_options),
         "epsilon": cell.epsilon, "delta_spec": cell.delta, "delta": delta, "rep": cell.rep, "seed": cell.seed,
         "problem": cell.problem_key, "n_train": dataset.n_train, "n_val": int(dataset.X_val.shape[0]),

@@ -12,7 +12,7 @@ from dpbench.core.errors import DpbenchError, SpecError
 from dpbench.core.validation import Anything, Interval, Mapping, Real, Sequence, missing, unknown_key, validate
 from dpbench.privacy.checks import DELTA
 from dpbench.spec.algorithms import algorithm_of, param_axes
-from dpbench.spec.components import components, dataset_check, entry, model_check, options, path_keys
+from dpbench.spec.components import components, dataset_check, dataset_revision, entry, model_check, options, path_keys
 from dpbench.spec.sections import epsilons, integer
 
 AUDIT_KEYS = ("dataset", "rows", "model", "trials", "alpha", "delta", "epsilons", "canary", "threat", "threshold",
@@ -93,6 +93,7 @@ def audits(value: Any, seed: int, base: str = "") -> tuple:
                                dataset_base="" if own_data else dataset.base,
                                dataset_files=None if own_data else dataset.files_digest, threat=threat,
                                dataset_path_keys=() if own_data else path_keys(dataset.name),
+                               dataset_revision=0 if own_data else dataset_revision(dataset.name),
                                threshold=threshold)
             variants = [setup] if one is None else \
                 [setup, dataclasses.replace(setup, canaries=one[0], guesses=one[1])]  # + the one-run audit

@@ -94,6 +94,13 @@ def path_keys(dataset: str) -> tuple[str, ...]:
     return tuple(sorted(p.name for p in data.DATASETS.lookup(dataset).params if p.path))
 
 
+def dataset_revision(dataset: str) -> int:
+    """The revision of data set `dataset` (`dpbench.data.DatasetInfo.revision`): in its cells' keys when nonzero."""
+    from dpbench import data
+
+    return data.DATASETS.lookup(dataset).revision
+
+
 def model_check(name: str, given: dict, path: str, base: str = "") -> None:
     """Check a model entry against the model's declared options."""
     from dpbench import models
@@ -115,8 +122,17 @@ def sweep(value: Any, path: str) -> tuple[str, tuple] | None:
 
 
 def frozen(given: dict) -> tuple[tuple[str, Any], ...]:
-    """Options as sorted (name, value) pairs, list values as tuples (hashable; the same JSON in a key)."""
-    return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in given.items()))
+    """Options as sorted (name, value) pairs, list values as tuples and mapping values (a data set's
+    `bounds`) as sorted (key, value) pairs, recursively: hashable; a list gives the same JSON in a key."""
+    return tuple(sorted((k, _hashable(v)) for k, v in given.items()))
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple(sorted((str(k), _hashable(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_hashable(v) for v in value)
+    return value
 
 
 def components(value: Any, key: str, check: Callable[..., str | None], sweepable: bool = False,
@@ -166,5 +182,6 @@ def restriction(value: Any, path: str, among: tuple[Component, ...]) -> tuple[st
     return tuple(value)
 
 
-__all__ = ["COMPONENT_KEYS", "Component", "DATASET_KEYS", "SWEEP_KEYS", "components", "dataset_check", "declared",
+__all__ = ["COMPONENT_KEYS", "Component", "DATASET_KEYS", "SWEEP_KEYS", "components", "dataset_check",
+           "dataset_revision", "declared",
            "entry", "frozen", "lookup", "model_check", "options", "restriction", "sweep"]

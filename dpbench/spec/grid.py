@@ -11,7 +11,7 @@ import numpy as np
 
 from dpbench.core.keys import Cell, digest, seed_from
 from dpbench.spec.algorithms import AlgorithmSpec
-from dpbench.spec.components import Component, path_keys
+from dpbench.spec.components import Component, dataset_revision, path_keys
 from dpbench.spec.figure_specs import FigureSpec
 
 
@@ -113,15 +113,16 @@ class Experiment:
             if ds.label in skip_datasets or not algo.applies_to(ds, model):
                 continue
             paths = path_keys(ds.name)  # the options of ds that name files (their content is in the key)
+            revision = dataset_revision(ds.name)  # nonzero: part of the key (the data set's arrays changed)
 
-            def cell(params, eps, rep, draw=None):
+            def cell(params, eps, rep, draw=None, revision=revision):
                 return Cell(algorithm=algo.name, params=params, dataset=ds.name, dataset_options=ds.options,
                             model=model.name, model_options=model.options, epsilon=eps, delta=self.delta,
                             rep=rep, seed=self.seed, optimum=self.optimum, label=algo.label,
                             dataset_label=ds.label, model_label=model.label, dataset_panel=ds.panel or ds.label,
                             draw=draw, tuning=algo.tuning, plugin=algo.plugin, plugin_digest=algo.plugin_digest,
                             dataset_base=ds.base, dataset_files=ds.files_digest,
-                            dataset_path_keys=paths)
+                            dataset_path_keys=paths, dataset_revision=revision)
 
             if algo.tuning is None:
                 out.extend(cell(params, eps, rep) for rep in self.reps_for(ds) for params in algo.grid

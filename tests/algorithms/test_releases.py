@@ -1,7 +1,9 @@
 """Per-step releases of the iterative private algorithms (`dpbench.algorithms.releases`, threat
 model "all updates"): observing changes no draw and no result, every step is reported, and the
 reported noise scale is the one actually added (checked independently on problems where the
-noiseless part of the released statistic is known)."""
+noiseless part of the released statistic is known). The tally the runner's release check reads
+(`releases.tallying`) counts the same steps on the compiled and numpy paths, observed or not, and
+per replica in vectorised and batched fits."""
 
 from __future__ import annotations
 
@@ -289,3 +291,161 @@ def test_mlp_paths_report_the_same_steps(name, hyper, lr, problem):
     for r, after in zip(got, nxt):
         np.testing.assert_allclose(r.theta - lr * (r.released + mlp.model.reg_grad(r.theta)), after,
                                    rtol=1e-9, atol=1e-12)
+
+
+# ---- the tally (`releases.tallying`): what the runner's release check reads ----------------------
+def _tallied(name: str, problem: Problem, seed: int, observe: bool, **hyper):
+    """(Fit, tally, releases) of one fit run inside `tallying` (and `observing` when observe)."""
+    with releases.tallying() as tally:
+        out, got = fit(name, problem, seed, observe, **hyper)
+    return out, tally, got
+
+
+def test_a_tally_is_not_an_observer_and_counts_only_inside_its_block():
+    releases.release(1, np.zeros(2), np.zeros(2), 1.0)  # nobody listens
+    releases.released_steps(5, 1.0)
+    with releases.tallying() as tally:
+        assert not releases.observed()  # compiled loops keep running
+        releases.release(1, np.zeros(2), np.zeros(2), 2.0, rate=0.1, clip_norm=1.0)
+        releases.release(2, np.zeros(2), np.zeros(2), 2.0, rate=0.1, clip_norm=1.0)
+        releases.released_steps(3, 0.0, rate=0.1, clip_norm=1.0)
+        with releases.tallying() as inner:  # an inner block counts in its own tally only
+            releases.release(1, np.zeros(2), np.zeros(2), 2.0)
+        with releases.not_tallied():
+            releases.release(1, np.zeros(2), np.zeros(2), 2.0)
+        with pytest.raises(RuntimeError), releases.tallying():
+            raise RuntimeError("boom")
+        releases.release(3, np.zeros(2), np.zeros(2), 2.0, rate=0.1, clip_norm=1.0)
+    releases.release(4, np.zeros(2), np.zeros(2), 2.0, rate=0.1, clip_norm=1.0)  # after the block: not counted
+    D = releases.Declared
+    assert tally.declared() == {D("gradient_sum", 2.0, 0.1, 1.0, 1.0): 3, D("gradient_sum", 0.0, 0.1, 1.0, 1.0): 3}
+    assert tally.steps == 6 and inner.steps == 1
+    with pytest.raises(ValueError, match="kind"), releases.tallying():
+        releases.released_steps(1, 1.0, kind="gradient")
+
+
+def test_bulk_reports_and_replica_rows_split_per_replica():
+    D = releases.Declared
+    with releases.tallying() as tally:
+        releases.released_steps(4, np.array([1.0, 2.0, 2.0]), rate=0.5, clip_norm=1.0)  # one std per replica
+        releases.released_steps(2, 3.0, replicas=3)  # the same std for each of 3 replicas
+        releases.release(1, np.zeros((3, 2)), np.zeros((3, 2)), 3.0)  # (R, m) arrays: one step of each replica
+        with releases.replicas_from(1):  # replicas 1 and 2 run one after the other
+            releases.release(1, np.zeros(2), np.zeros(2), 5.0)
+            with releases.replicas_from(1):
+                releases.released_steps(7, 6.0)
+    assert tally.per_replica
+    zero, one, two = tally.split(3)
+    assert zero.declared() == {D("gradient_sum", 1.0, 0.5, 1.0, 1.0): 4, D("gradient_sum", 3.0, 1.0, None, 1.0): 3}
+    assert one.declared() == {D("gradient_sum", 2.0, 0.5, 1.0, 1.0): 4, D("gradient_sum", 3.0, 1.0, None, 1.0): 3,
+                              D("gradient_sum", 5.0, 1.0, None, 1.0): 1}
+    assert two.declared() == {D("gradient_sum", 2.0, 0.5, 1.0, 1.0): 4, D("gradient_sum", 3.0, 1.0, None, 1.0): 3,
+                              D("gradient_sum", 6.0, 1.0, None, 1.0): 7}
+    with releases.tallying() as flat:
+        releases.release(1, np.zeros(2), np.zeros(2), 1.0)  # no replica named
+    assert not flat.per_replica and flat.replica(0).steps == 0
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_tally_counts_what_an_observer_sees_on_every_path(name, problem):
+    """Unobserved, the compiled loops run and report in bulk (`released_steps`), the numpy loops
+    per step or in bulk: the tally equals the one of the steps an observer receives one by one."""
+    plain, tally, _ = _tallied(name, problem, 5, False, **CASES[name])
+    observed, _, got = _tallied(name, problem, 5, True, **CASES[name])
+    np.testing.assert_allclose(plain.theta, observed.theta, rtol=1e-10, atol=1e-13)
+    assert tally.steps == len(got) == plain.privacy["steps"]
+    assert tally.declared() == releases.Tally.of(got).declared()
+
+
+@pytest.mark.parametrize("model_name", ["logreg", "ridge"])
+def test_run_sgd_compiled_and_numpy_paths_tally_the_same_steps(model_name, problem):
+    from dpbench import algorithms, models
+    from dpbench.algorithms import kernels
+    from dpbench.algorithms.sgd import run_sgd
+
+    model = models.make(model_name, problem.X.shape[1], l2=1e-3)
+    assert kernels.glm_loss_code(model) is not None and kernels.jit_enabled()  # the compiled loop applies
+    task = algorithms.Problem(model=model, X=problem.X, y=problem.y)
+    tallies = {}
+    for compiled in (True, False):
+        for noise_std, clip_norm in ((1.5, 0.5), (0.0, None)):
+            with releases.tallying() as tally:
+                run_sgd(task, np.random.default_rng(2), steps=333, batch_size=7.0, lr=0.1, clip_norm=clip_norm,
+                        noise_std=noise_std, compiled=compiled)
+            tallies[compiled, noise_std] = tally.declared()
+    D = releases.Declared
+    q = 7.0 / problem.n
+    assert tallies[True, 1.5] == tallies[False, 1.5] == {D("gradient_sum", 1.5, q, 0.5, 1.0): 333}
+    assert tallies[True, 0.0] == tallies[False, 0.0] == {D("gradient_sum", 0.0, q, None, 1.0): 333}
+
+
+def test_pidp_compiled_and_numpy_paths_tally_the_same_noisy_and_noise_free_steps(problem):
+    common = {"steps": 400, "rounds": 2, "lr": 0.05, "clip_norm": 1.0, "sigma": 0.7, "sigma_c": 5.0, "radius": 4e5,
+              "epsilon1": 0.75, "delta1": 5e-6, "E": 1e-6, "zeta": 0.1}
+    counts = []
+    for compiled in (True, False):
+        with releases.tallying() as tally:
+            run = pidp.run_pidp(problem, np.random.default_rng(5), compiled=compiled, **common)
+        counts.append(tally.declared())
+    free = int(np.count_nonzero(run.noise_free))
+    assert 0 < free < 400
+    D = releases.Declared
+    assert counts[0] == counts[1] == {D("gradient_sum", 0.7, 1.0 / problem.n, 1.0, 1.0): 400 - free,
+                                      D("gradient_sum", 0.0, 1.0 / problem.n, 1.0, 1.0): free}
+
+
+def _single_tallies(info, problem, privacies, seeds, params) -> list[dict]:
+    out = []
+    for privacy, seed, hyper in zip(privacies, seeds, params):
+        with releases.tallying() as tally:
+            info.fit(problem, privacy, np.random.default_rng(seed), **hyper)
+        out.append(tally.declared())
+    return out
+
+
+@pytest.mark.parametrize("observe", [False, True])
+@pytest.mark.parametrize("twin, params", [
+    ("fit_dp_gd_batch", [{"epochs": 12, "lr": lr} for lr in (0.5, 1.0, 2.0)]),
+    ("fit_dpsgd_batch", [{"epochs": 3, "batch_size": 1e6, "lr": lr} for lr in (0.5, 1.0, 2.0)]),  # q = 1: the loop
+    ("fit_dpsgd_batch", [{"epochs": 1, "batch_size": 20.0, "lr": lr} for lr in (0.5, 1.0, 2.0)]),  # q < 1: one by one
+])
+def test_a_batched_fit_tallies_each_replica_as_its_single_fit(twin, params, observe, problem, monkeypatch):
+    """Replicas with their own targets (their own noise stds): the tally of the batched call split
+    per replica is each single fit's tally, whether the replicas run in one block, in blocks of one
+    (`DRAW_BYTES`), one after another, or observed (each step counted once)."""
+    from dpbench.algorithms import vectorised_fits
+
+    fn = getattr(vectorised_fits, twin)
+    info = REGISTRY["dp_gd" if "dp_gd" in twin else "dpsgd"]
+    privacies = [PrivacyTarget(e, 1e-5) for e in (0.5, 1.0, 4.0)]
+    expected = _single_tallies(info, problem, privacies, (0, 1, 2), params)
+    assert len({tuple(e) for e in expected}) == 3  # three different noise stds
+    for draw_bytes in (vectorised_fits.DRAW_BYTES, 1):
+        monkeypatch.setattr(vectorised_fits, "DRAW_BYTES", draw_bytes)
+        with releases.tallying() as tally:
+            if observe:
+                with releases.observing(lambda rel: None):
+                    fn(problem, privacies, [np.random.default_rng(s) for s in (0, 1, 2)], params)
+            else:
+                fn(problem, privacies, [np.random.default_rng(s) for s in (0, 1, 2)], params)
+        assert tally.per_replica
+        assert [t.declared() for t in tally.split(3)] == expected
+
+
+@pytest.mark.parametrize("observe", [False, True])
+@pytest.mark.parametrize("name, hyper", [("dpsgd", {"epochs": 2.0, "batch_size": 10.0}), ("dp_gd", {"epochs": 15}),
+                                         ("noisy_sgd_bst14", {"steps": 120, "lr_schedule": "constant", "lr": 0.01})])
+def test_a_vectorised_fit_tallies_every_replica(name, hyper, observe, problem, monkeypatch):
+    from dpbench.algorithms import vectorised_fits
+
+    info = REGISTRY[name]
+    expected = _single_tallies(info, problem, [TARGET] * 3, (0, 1, 2), [hyper] * 3)
+    for draw_bytes in (vectorised_fits.DRAW_BYTES, 1):  # one block, or blocks of one replica
+        monkeypatch.setattr(vectorised_fits, "DRAW_BYTES", draw_bytes)
+        with releases.tallying() as tally:
+            if observe:
+                with releases.observing(lambda rel: None):
+                    info.fit_many(problem, TARGET, [np.random.default_rng(s) for s in (0, 1, 2)], **hyper)
+            else:
+                info.fit_many(problem, TARGET, [np.random.default_rng(s) for s in (0, 1, 2)], **hyper)
+        assert tally.per_replica and [t.declared() for t in tally.split(3)] == expected

@@ -164,3 +164,23 @@ def test_the_gap_floor_and_the_curves_of_the_selected_runs():
     assert accuracy["mean"] == pytest.approx(0.75) and accuracy["std"] == pytest.approx(np.std([0.8, 0.7], ddof=1))
     expected = stats.t.interval(0.95, df=1, loc=0.75, scale=accuracy["std"] / np.sqrt(2))
     assert (accuracy["ci_low"], accuracy["ci_high"]) == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_curve_claim_says_what_its_valid_rests_on_and_when_scaling_used_the_data():
+    from dpbench.analysis.curves import SCALING_CAVEAT, curve_claim
+    from dpbench.figures.style import claim_kind, claim_status
+
+    assert curve_claim({"valid"}, 1, bases={"recomputed"}) == "valid"
+    theorem = "by the theorem in Kifer, Smith, Thakurta 2012, Theorem 2; not recomputed"
+    assert curve_claim({"valid"}, 1, bases={theorem}) == f"valid ({theorem})"
+    assert curve_claim({"valid"}, 4, bases={theorem, "recomputed"}) == \
+        "valid (by the theorem in Kifer, Smith, Thakurta 2012, Theorem 2; not recomputed) per run; " \
+        "selection not private (4 candidates)"
+    assert curve_claim({"valid"}, 1, bases={theorem, "not recomputed"}) == "valid (partly not recomputed)"
+    assert curve_claim({"paper-only"}, 1, bases={theorem}) == "paper-only"
+    scaled = curve_claim({"valid"}, 1, bases={"recomputed"}, scaling=True)
+    assert scaled == f"valid; {SCALING_CAVEAT}"
+    assert curve_claim({"none"}, 1, scaling=True) == "none"
+    line = pd.DataFrame({"dp_claim": [scaled]})
+    assert claim_kind(line) == "selected" and "scaling data-dependent" in claim_status(line)[2]
+    assert claim_kind(pd.DataFrame({"dp_claim": [f"valid ({theorem})"]})) == "valid"

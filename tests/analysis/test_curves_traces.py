@@ -33,7 +33,8 @@ def _record(key, label, eps, rep, params, values, val_loss):
             "model": "m", "model_label": "m", "epsilon": eps, "delta": 1e-5, "rep": rep, "problem": f"p{rep}",
             "n_train": 100, "n_test": 20, "n_params": 3, "lstar": 0.0, "fit_seconds": 0.1, "params": params,
             "metrics": {"train_loss": 1.0, "test_loss": 1.0, "val_loss": val_loss, "estimation_error": values[-1]},
-            "privacy": {"claim": "valid", "target_epsilon": eps, "delta": 1e-5, "epsilon_spent": {"rdp": eps}}
+            "privacy": {"claim": "valid", "target_epsilon": eps, "delta": 1e-5, "epsilon_spent": {"rdp": eps},
+                        "proof": "a theorem"}
             if eps else {"claim": "none"},
             "trace": [{"step": s, "estimation_error": v} for s, v in zip((0, 10, 20), values)]}
 
@@ -55,7 +56,8 @@ def test_trace_curves_follow_the_hyperparameter_selection():
     assert alg["mean"].tolist() == pytest.approx([1.0, 0.6, 0.3])
     assert alg["std"].tolist() == pytest.approx([0.0, np.std([0.5, 0.7], ddof=1), np.std([0.2, 0.4], ddof=1)])
     assert (alg["count"] == 2).all()
-    assert set(alg["dp_claim"]) == {"valid per run; selection not private (2 candidates)"}  # lr selected of 2
+    claim = "valid (by the theorem in a theorem; not recomputed) per run; selection not private (2 candidates)"
+    assert set(alg["dp_claim"]) == {claim}  # lr selected of 2
     base = curves[curves["label"] == "base"]
     assert base["epsilon"].isna().all() and base["count"].tolist() == [1, 1, 1]
 

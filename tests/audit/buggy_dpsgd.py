@@ -12,6 +12,12 @@ ledger (and the claim "valid") as the honest run would write it, except where th
   mean_noise     the noise of the mean (zC / B) added to the sum;
   other_delta    z calibrated at delta 0.1 (the ledger's epsilon spent is of that delta);
   lying_stream   reports the noisy step but updates with the clean one.
+
+declare: what each release says. "claimed" (the default): the ledger's noise std z C, rate q and
+clip norm C whatever the bug did, a stream that lies as the ledger does (what `dpbench verify`'s
+measured checks are for); "actual": what the step did (noise std, sampling rate, no clip norm when
+not clipped), a stream that tells the truth (what the runner's release check compares with the
+ledger, `dpbench.algorithms.release_check`).
 """
 from typing import Annotated
 
@@ -21,6 +27,7 @@ from dpbench.algorithms import Fit, Param, PrivacyTarget, Problem, algorithm, le
 from dpbench.algorithms.releases import release
 from dpbench.core.ledger import Adjacency
 from dpbench.privacy import calibrate_dpsgd_noise, dpsgd_epsilon_report
+from dpbench.privacy.events import dpsgd_event_json
 
 BUGS = ("honest", "ledger_eps", "half_noise", "twice_steps", "wrong_rate", "no_clip", "mean_noise", "other_delta",
         "lying_stream")
@@ -36,6 +43,8 @@ def fit(
     clip_norm: Annotated[float, Param("per-example clipping norm C", minimum=0, exclusive_minimum=True,
                                       role="clip_norm")] = 1.0,
     bug: Annotated[str, Param("the bug", choices=BUGS)] = "honest",
+    declare: Annotated[str, Param("what the releases declare: the ledger's numbers (claimed) or what each step "
+                                  "did (actual)", choices=("claimed", "actual"))] = "claimed",
 ) -> Fit:
     model, X, y, n = problem.model, problem.X, problem.y, problem.n
     B = min(float(batch_size), float(n))
@@ -51,7 +60,11 @@ def fit(
         else:
             total, _ = model.clipped_grad_sum(theta, X[batch], y[batch], clip_norm)
         noisy = total + rng.normal(0.0, sigma, size=theta.shape)
-        release(t, theta, noisy / B, z * clip_norm, rate=q, clip_norm=clip_norm, weight=1.0 / B)
+        if declare == "actual":
+            release(t, theta, noisy / B, sigma, rate=rate, clip_norm=None if bug == "no_clip" else clip_norm,
+                    weight=1.0 / B)
+        else:
+            release(t, theta, noisy / B, z * clip_norm, rate=q, clip_norm=clip_norm, weight=1.0 / B)
         step = total if bug == "lying_stream" else noisy
         theta = theta - lr * (step / B + model.reg_grad(theta))
     spent = dpsgd_epsilon_report(z, q, steps, 0.1 if bug == "other_delta" else privacy.delta)
@@ -60,5 +73,5 @@ def fit(
     return Fit(theta=theta, privacy=ledger(
         private=True, mechanism="Poisson-subsampled Gaussian over T steps (DP-SGD)", claim="valid",
         target_epsilon=privacy.epsilon, delta=privacy.delta, epsilon_spent=spent, adjacency=Adjacency.ADD_REMOVE,
-        sensitivity=clip_norm, sampling={"kind": "poisson", "rate": q, "expected_batch": B}, steps=steps,
-        noise_multiplier=z))
+        sensitivity=clip_norm, event=dpsgd_event_json(z, q, steps),
+        sampling={"kind": "poisson", "rate": q, "expected_batch": B}, steps=steps, noise_multiplier=z))

@@ -1,5 +1,6 @@
 """`dpbench verify`: each deliberate bug of tests/audit/buggy_dpsgd.py is caught by the check made
-for it, the honest plugin and the built-in DP-SGD are consistent, and the exit codes say so."""
+for it, the honest plugins (buggy_dpsgd.py without a bug, the DP-Adam of examples/my_algorithm) and
+the built-in DP-SGD are consistent, and the exit codes say so."""
 
 from __future__ import annotations
 
@@ -56,12 +57,12 @@ def test_the_honest_plugin_passes_every_check_with_the_clip_norm_its_role_recomm
 
 def test_the_ledger_check_recomputes_epsilon_and_refuses_infinity():
     from dpbench.core.ledger import Ledger
-    from dpbench.privacy import accounting
+    from dpbench.privacy import accounting, events
 
-    def ledger(**overrides):
+    def ledger(z=1.1, steps=100, rate=0.01, **overrides):
         base = dict(private=True, mechanism="m", claim="valid", target_epsilon=1.0, delta=1e-5,
-                    epsilon_spent={"rdp": 0.9}, details={"noise_multiplier": 1.1, "steps": 100,
-                                                         "sampling": {"kind": "poisson", "rate": 0.01}})
+                    epsilon_spent={"rdp": 0.9}, event=events.dpsgd_event_json(z, rate, steps),
+                    details={"noise_multiplier": z, "steps": steps, "sampling": {"kind": "poisson", "rate": rate}})
         base.update(overrides)
         return Ledger(**base)
 
@@ -77,8 +78,10 @@ def test_the_ledger_check_recomputes_epsilon_and_refuses_infinity():
     assert status(ledger(delta=1e-3))[0] == "mismatch"
     assert status(ledger(epsilon_spent={"rdp": 1.2}))[0] == "mismatch"
     # a noise multiplier too small for the target: the ledger's own spent epsilon is not believed
-    assert status(ledger(details={"noise_multiplier": 0.5, "steps": 1000, "sampling": {"kind": "poisson",
-                                                                                       "rate": 0.05}}))[0] == "mismatch"
+    assert status(ledger(z=0.5, steps=1000, rate=0.05))[0] == "mismatch"
+    # numbers that say one thing and an event that says another
+    assert "its DpEvent has steps 400" in status(ledger(event=events.dpsgd_event_json(1.1, 0.01, 400)))[1]
+    assert "neither its mechanism" in status(ledger(event=None))[1]
     assert status(ledger(claim="paper-only"))[0] == "skipped"
 
 
@@ -101,11 +104,14 @@ def test_the_audit_flags_half_the_noise_as_suspect(data_dir, tmp_path):
 
 
 def test_dp_adam_built_from_the_public_sgd_blocks_reports_its_steps_and_is_consistent(data_dir):
-    reference = plugins.resolve(str(Path(__file__).with_name("dpadam_plugin.py")) + ":fit")
+    """The shipped plugin example (DP-Adam through fit_noisy_sgd's transform=) passes every check."""
+    reference = plugins.resolve(str(Path(__file__).parents[2] / "examples" / "my_algorithm" / "my_method.py")
+                                + ":fit_dpadam")
     name = plugins.load(reference).name
     setup = AuditSetup.create(name, plugin=reference, plugin_digest=plugins.fingerprint(reference),
                               dataset="breast_cancer", epsilon=1.0, delta=1e-5, canary="gradient_canary", trials=4)
     result = verify_mod.verify(setup, data_dir=str(data_dir))
     statuses = {f.check: f.status for f in result.findings}
     assert statuses["steps"] == statuses["measured noise"] == statuses["iterates follow releases"] == "ok"
+    assert result.params["clip_norm"] == 0.1  # the gradient canary's clip norm, set through role="clip_norm"
     assert result.verdict == "consistent", result.verdict

@@ -53,6 +53,10 @@ def test_steps_suite(tiny_data):
     long = [r for r in records if r["measure"] == "500 steps"]
     _check(long, "steps", "seconds")
     assert {r["path"] for r in long} == {"compiled", "numpy"}
+    # each point also timed with the runner's release check (tally + comparison), its overhead beside it
+    for r in steps + long:
+        assert r.get("examples_per_s_checked", r.get("seconds_checked")) > 0, r
+        assert math.isfinite(r["release_check_overhead"]) and r["release_check_overhead"] > -1.0, r
     # the targets are attached (printed for the reader), but never asserted
     assert any("target_examples_per_s" in r for r in steps if r["model"] == "logreg" and r["batch_size"] == 1)
 

@@ -107,7 +107,7 @@ BASE = Cell(algorithm="dpsgd", params=(("lr", 0.5),), dataset="iris", dataset_op
 CHANGED = {"algorithm": "dp_gd", "params": (("lr", 1.0),), "dataset": "adult", "dataset_options": (("n", 200),),
            "model": "mlp", "model_options": (("l2", 1e-3),), "epsilon": 2.0, "delta": 1e-5, "rep": 1, "seed": 8,
            "optimum": (("maxiter", 100), ("restarts", 2)), "draw": 2, "tuning": (("mean_runs", 8),),
-           "plugin_digest": "abd", "dataset_files": "deg"}
+           "plugin_digest": "abd", "dataset_files": "deg", "dataset_revision": 1}
 #: fields that name or locate the cell but are not part of its identity
 NOT_IDENTITY = {"plugin": "/elsewhere/plugin.py:fit", "dataset_base": "/elsewhere", "label": "DP-SGD",
                 "dataset_label": "Iris", "model_label": "LR", "dataset_panel": "panel",
@@ -140,6 +140,18 @@ def test_a_plain_cell_key_is_the_digest_of_its_identity_without_optional_fields(
             '"model":"logreg","model_options":{},"optimum":{"maxiter":500,"restarts":2},"params":{},"rep":2,'
             f'"schema":{CELL_SCHEMA},"seed":0}}')
     assert cell.key == _sha(text)[:16]
+
+
+def test_a_data_set_revision_keys_the_cell_and_its_problem_only_when_nonzero():
+    """Revision 0 adds nothing to the identity (the keys of data sets never revised stay as they
+    were); a revision keys the cell and its L* problem but not the split, which it does not change."""
+    plain = dataclasses.replace(BASE, dataset_revision=0)
+    assert "dataset_revision" not in plain.identity()
+    revised = dataclasses.replace(BASE, dataset_revision=1)
+    assert revised.identity() == {**plain.identity(), "dataset_revision": 1}
+    assert revised.key != plain.key and revised.problem_key != plain.problem_key
+    assert revised.data_seed == plain.data_seed
+    assert dataclasses.replace(BASE, dataset_revision=2).key != revised.key
 
 
 def test_the_data_seed_is_shared_by_every_algorithm_and_model_of_a_repetition():

@@ -164,7 +164,7 @@ def test_bad_file_one_line_error(tmp_path: Path) -> None:
 
 
 def test_options() -> None:
-    assert data.option_names("credit_card") == {"path", "balanced", "balance_seed"}
+    assert data.option_names("credit_card") == {"path", "balanced", "balance_seed", "bounds"}
     info = data.DATASETS["credit_card"]
     assert info.origin == "user-supplied" and info.param("path").path and info.param("path").default is None
     with pytest.raises(ValueError, match="balanced: must be true or false"):
@@ -176,7 +176,7 @@ def test_options() -> None:
     with pytest.raises(ValueError, match="path: must be a file path or null"):
         data.load("credit_card", path="")
     with pytest.raises(ValueError, match="colour: unknown parameter of dataset 'credit_card'; allowed: path, balanced, "
-                                         "balance_seed, n, test_fraction, val_fraction$"):
+                                         "balance_seed, bounds, n, test_fraction, val_fraction$"):
         data.load("credit_card", colour=1)
 
 

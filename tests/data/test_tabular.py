@@ -120,7 +120,7 @@ def test_same_file_and_seed_give_identical_arrays(table: Path, tmp_path: Path) -
 def test_validate_options(table: Path) -> None:
     info = data.DATASETS["csv"]
     assert info.origin == "user-supplied" and info.param("path").path and data.option_names("csv") == {
-        "path", "label", "positive", "categorical", "drop", "missing"}
+        "path", "label", "positive", "categorical", "drop", "missing", "bounds"}
     checked = info.validate({"path": "t.csv", "categorical": ["a", "b"]})
     assert checked["categorical"] == ("a", "b") and checked["drop"] == () and checked["missing"] == "drop"
     for options, message in [

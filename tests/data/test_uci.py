@@ -233,13 +233,13 @@ def test_split_options() -> None:
 def test_bad_name_and_options(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown dataset 'adults'; choose one of adult, bank, breast_cancer"):
         data.load("adults")
-    with pytest.raises(ValueError, match="color: unknown parameter of dataset 'iris'; allowed: positive_class, n, "
-                                         "test_fraction, val_fraction$"):
+    with pytest.raises(ValueError, match="color: unknown parameter of dataset 'iris'; allowed: positive_class, bounds, "
+                                         "n, test_fraction, val_fraction$"):
         data.load("iris", data_dir=tmp_path, color="red")
     with pytest.raises(ValueError, match="positive_class: must be one of virginica, versicolor, setosa; got 'rose'"):
         data.load("iris", data_dir=tmp_path, positive_class="rose")
-    with pytest.raises(ValueError, match="foo: unknown parameter of dataset 'adult'; allowed: n, test_fraction, "
-                                         "val_fraction$"):
+    with pytest.raises(ValueError, match="foo: unknown parameter of dataset 'adult'; allowed: bounds, n, "
+                                         "test_fraction, val_fraction$"):
         data.load("adult", data_dir=tmp_path, foo=1)
     with pytest.raises(ValueError, match="features: must be one of gaussian, student_t, lognormal"):
         data.load("synthetic_linear", features="cauchy")
@@ -249,10 +249,10 @@ def test_bad_name_and_options(tmp_path: Path) -> None:
         data.load("iris", data_dir=tmp_path, val_fraction=1.0)
     with pytest.raises(ValueError, match="drop_duration: must be true or false"):
         data.load("bank", data_dir=tmp_path, drop_duration="yes")
-    assert data.option_names("iris") == {"positive_class"}
-    assert data.option_names("breast_cancer") == {"missing"}
-    assert data.option_names("bank") == {"drop_duration"}
-    assert data.option_names("adult") == set()
+    assert data.option_names("iris") == {"positive_class", "bounds"}
+    assert data.option_names("breast_cancer") == {"missing", "bounds"}
+    assert data.option_names("bank") == {"drop_duration", "bounds"}
+    assert data.option_names("adult") == {"bounds"}
     synthetic_options = {"d", "noise_mu", "noise_sigma", "features", "w_star", "normalize"}
     assert data.option_names("synthetic_logistic") == synthetic_options
     assert set(data.DATASETS) == {"adult", "bank", "kddcup99", "breast_cancer", "iris",
@@ -267,7 +267,7 @@ def test_bad_name_and_options(tmp_path: Path) -> None:
 def test_validate_checks_a_spec_options_mapping() -> None:
     """DATASETS[name].validate: the whole `options:` of a spec (own and common options), defaults filled."""
     iris = data.DATASETS["iris"]
-    assert iris.validate({"n": 60}) == {"positive_class": "virginica", "n": 60, "test_fraction": 0.2,
+    assert iris.validate({"n": 60}) == {"positive_class": "virginica", "bounds": None, "n": 60, "test_fraction": 0.2,
                                         "val_fraction": 0.2}
     assert iris.validate({"test_fraction": 0}, fill=False) == {"test_fraction": 0.0}
     for name, options, message in [
@@ -350,7 +350,8 @@ def test_uci_declarations_are_the_only_place() -> None:
         {"Iris-setosa"}, "'Iris-setosa' -> +1, the other two species -> -1 (one-vs-rest)")
     kdd = uci.SPECS["kddcup99"]
     assert kdd.label.resolve(["normal", "smurf", "neptune"], {})[0] == {"smurf", "neptune"}
-    assert uci.SPECS["breast_cancer"].public_range == (1.0, 10.0)
+    assert set(uci.SPECS["breast_cancer"].public_ranges.values()) == {(1.0, 10.0)}
+    assert list(uci.SPECS["breast_cancer"].public_ranges) == list(uci.SPECS["breast_cancer"].numeric)
 
 
 def test_data_dir_precedence(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -12,14 +12,24 @@ from click.testing import CliRunner
 
 from dpbench.analysis import curves
 from dpbench.core.ledger import Ledger
-from dpbench.privacy import claim_check
+from dpbench.privacy import accounting, claim_check, events
 
 PLUGIN = Path(__file__).resolve().parents[1] / "audit" / "buggy_dpsgd.py"
 
 
 def _ledger(**overrides) -> Ledger:
     fields = dict(private=True, mechanism="m", claim="valid", target_epsilon=1.0, delta=1e-5,
-                  epsilon_spent={"rdp": 0.98, "pld": 0.9})
+                  epsilon_spent={"rdp": 0.98, "pld": 0.9}, proof="a theorem")
+    fields.update(overrides)
+    return Ledger(**fields)
+
+
+def _gaussian_ledger(z: float, q: float, steps: int, **overrides) -> Ledger:
+    """The ledger of DP-SGD as the built-ins write it, its numbers and its event from (z, q, T)."""
+    fields = dict(private=True, mechanism="DP-SGD", claim="valid", target_epsilon=1.0, delta=1e-5,
+                  epsilon_spent=accounting.dpsgd_epsilon_report(z, q, steps, 1e-5),
+                  event=events.dpsgd_event_json(z, q, steps),
+                  details={"noise_multiplier": z, "sampling": {"rate": q}, "steps": steps})
     fields.update(overrides)
     return Ledger(**fields)
 
@@ -41,6 +51,59 @@ def test_a_valid_the_numbers_hold_and_other_claims_are_left_alone():
     assert claim_check.checked(_ledger(epsilon_spent={"gdp": 1.0 + 1e-12}), 1.0, 1e-5).claim == "valid"
     none = _ledger(claim="none", epsilon_spent={"rdp": math.inf})
     assert claim_check.checked(none, 1.0, 1e-5) is none
+
+
+def test_epsilon_is_recomputed_from_the_stated_event_not_taken_from_the_ledger():
+    z = accounting.calibrate_dpsgd_noise(1.0, 1e-5, 0.02, 200)
+    honest = claim_check.checked(_gaussian_ledger(z, 0.02, 200), 1.0, 1e-5)
+    assert honest.claim == "valid" and claim_check.basis(honest) == "recomputed"
+    assert honest.epsilon_recomputed == pytest.approx(accounting.dpsgd_epsilon_report(z, 0.02, 200, 1e-5))
+    # the ledger states 200 steps and the epsilon of 200, its event says 800 were released
+    lying = _gaussian_ledger(z, 0.02, 200, event=events.dpsgd_event_json(z, 0.02, 800))
+    checked = claim_check.checked(lying, 1.0, 1e-5)
+    assert checked.claim == "paper-only" and "its DpEvent has steps 800, its ledger 200" in checked.claim_reason
+    assert "the epsilon recomputed from its DpEvent" in checked.claim_reason
+    # event and numbers agree, half the noise: the recomputed epsilon exceeds the target
+    half = _gaussian_ledger(z / 2, 0.02, 200, epsilon_spent={"rdp": 0.99})
+    assert "exceeds the target 1" in claim_check.checked(half, 1.0, 1e-5).claim_reason
+    # a fit cannot preset what dpbench recomputes
+    preset = _gaussian_ledger(z / 2, 0.02, 200, epsilon_spent={"rdp": 0.99}, epsilon_recomputed={"pld": 0.5})
+    assert claim_check.checked(preset, 1.0, 1e-5).epsilon_recomputed["pld"] > 1.0
+
+
+def test_a_valid_states_its_mechanism_or_its_theorem():
+    bare = _ledger(proof=None)
+    checked = claim_check.checked(bare, 1.0, 1e-5)
+    assert checked.claim == "paper-only" and "neither its mechanism (a DpEvent) nor the theorem" in checked.claim_reason
+    theorem = claim_check.checked(_ledger(proof="Smith 2011, Theorem 1"), 1.0, 1e-5)
+    assert theorem.claim == "valid" and claim_check.basis(theorem) == "by the theorem in Smith 2011, Theorem 1; not recomputed"
+    broken = claim_check.checked(_ledger(proof=None, event={"type": "GaussianDpEvent"}), 1.0, 1e-5)
+    assert broken.claim == "paper-only" and "its DpEvent cannot be read" in broken.claim_reason
+    # a record stored before ledgers stated mechanisms keeps its claim, said not recomputed
+    assert claim_check.checked_claim(bare.as_dict(), 1.0, 1e-5) == "valid"
+    assert claim_check.stored_basis(bare.as_dict()) == "not recomputed"
+
+
+def test_scaling_with_the_datas_own_ranges_is_said_on_the_claim():
+    from dpbench.run.cells import with_public
+
+    ledger = _ledger(adjacency="add/remove-one")
+    scaled = with_public(ledger, 100, {"kind": "data-dependent", "source": "min/max of the training split",
+                                       "columns": ["age"]})
+    assert scaled.public["feature_bounds"].startswith(claim_check.DATA_DEPENDENT) and "age" in \
+        scaled.public["feature_bounds"]
+    assert scaled.public["n"].startswith("n = 100 records")
+    assert with_public(_ledger(adjacency="replace-one"), 100, None).public == {}  # n public only under add/remove
+    assert with_public(_ledger(claim="none"), 100, {"kind": "data-dependent"}).public == {}
+    record = {"status": "ok", "key": "k", "label": "x", "algorithm": "x", "dataset": "adult", "dataset_label": "d",
+              "model": "logreg", "model_label": "logreg", "epsilon": 1.0, "delta": 1e-5, "rep": 0, "problem": "p",
+              "n_train": 10, "n_test": 5, "n_params": 3, "lstar": 0.1, "fit_seconds": 0.0, "params": {},
+              "metrics": {"train_loss": 0.2, "test_loss": 0.2, "val_loss": 0.2, "accuracy": 0.9,
+                          "val_accuracy": 0.9}, "privacy": scaled.as_dict()}
+    declared = with_public(ledger, 100, {"kind": "declared", "source": "a schema", "columns": []})
+    table = curves.runs_table([record, {**record, "key": "k2", "privacy": declared.as_dict()},
+                               {**record, "key": "k3", "privacy": ledger.as_dict()}])  # k3: stored before; Adult
+    assert table.set_index("key")["scaling_data_dependent"].to_dict() == {"k": True, "k2": False, "k3": True}
 
 
 def test_the_runs_table_checks_every_stored_record():
@@ -82,4 +145,9 @@ metrics: [accuracy]
     cells = [json.loads(p.read_text()) for p in (tmp_path / "results" / "overstated" / "cells").glob("*.json")]
     claims = {c["label"]: (c["privacy"]["claim"], c["privacy"].get("claim_reason", "")) for c in cells}
     assert claims["honest"][0] == "valid"
+    honest = next(c["privacy"] for c in cells if c["label"] == "honest")
+    assert honest["epsilon_recomputed"]["rdp"] <= 1.0 and honest["event"]["type"] == "SelfComposedDpEvent"
+    # what the claim treats as public: n (add/remove-one), and Breast Cancer's documented feature range
+    assert honest["public"]["n"].startswith("n = 409 records is treated as public")
+    assert honest["public"]["feature_bounds"].startswith("declared public: UCI documentation")
     assert claims["overstated"][0] == "paper-only" and "exceeds the target 1" in claims["overstated"][1]

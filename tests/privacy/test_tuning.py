@@ -14,7 +14,7 @@ from scipy import optimize, special, stats
 from dpbench.analysis.curves import curve_claim, runs_table, select
 from dpbench.core.errors import SpecError
 from dpbench.figures.style import claim_kind
-from dpbench.privacy import analytic_gaussian_sigma, tuning
+from dpbench.privacy import analytic_gaussian_sigma, events, tuning
 from dpbench.run import cells as cells_mod
 from dpbench.spec import experiment as spec
 
@@ -164,7 +164,8 @@ def test_tuning_a_non_private_baseline_or_a_regressor_by_accuracy_is_refused():
 # ---- selection and labels --------------------------------------------------------------------
 def _run(key, rep, draw, params, score, claim="valid", noise_std=2.0):
     privacy = {"claim": claim, "private": True, "noise_std": noise_std, "sensitivity": 1.0, "target_epsilon": 1.0,
-               "delta": DELTA, "epsilon_spent": {"analytic_gaussian": 1.0}}
+               "delta": DELTA, "epsilon_spent": {"analytic_gaussian": 1.0},
+               "event": events.dpsgd_event_json(noise_std, 1.0, 1), "epsilon_recomputed": {"gdp": 1.0}}
     settings = {"mean_runs": 3.0, "eta": 0.0, "score": "val_accuracy", "score_noise": 10.0, "loss_bound": 1.0,
                 "grid_size": 2}
     return {"status": "ok", "key": key, "label": "a", "algorithm": "a", "dataset": "d", "dataset_label": "d",

@@ -1,5 +1,5 @@
 """Plugins (dpbench/plugins.py): references, loading, fingerprints and errors; the example plugin
-examples/my_algorithm/my_method.py (DP-SGD with per-example normalisation) and its experiment."""
+examples/my_algorithm/my_method.py (DP-Adam built from DP-SGD's public blocks) and its experiment."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from tests.conftest import REPO
 from tests.problems import logistic_problem
 
 EXAMPLE = REPO / "examples" / "my_algorithm"
-EXAMPLE_REF = "examples/my_algorithm/my_method.py:fit_dpsgd_normalized"
+EXAMPLE_REF = "examples/my_algorithm/my_method.py:fit_dpadam"
 
 _names = itertools.count()
 
@@ -85,7 +85,7 @@ def test_resolve_file_form_relative_to_base_cwd_and_home(tmp_path, monkeypatch):
 
 
 def test_resolve_module_form_is_checked_and_unchanged():
-    assert plugins.resolve("my_pkg.my_method:fit_dpsgd_normalized") == "my_pkg.my_method:fit_dpsgd_normalized"
+    assert plugins.resolve("my_pkg.my_method:fit_dpadam") == "my_pkg.my_method:fit_dpadam"
     assert plugins.resolve("toplevel:fit", base="/anywhere") == "toplevel:fit"
 
 
@@ -229,31 +229,45 @@ def example():
     return plugins.load(EXAMPLE_REF, base=REPO)
 
 
-def test_example_normalisation_keeps_every_contribution_below_c(example):
-    normalize = sys.modules[example.fit.__module__].normalize
+def kingma_ba(gradients, beta1, beta2, eps):
+    """Algorithm 1 of Kingma & Ba (2015) written out, independently of the plugin: the update
+    directions m_hat_t / (sqrt(v_hat_t) + eps) of a sequence of gradients g_1..g_T."""
+    m = v = np.zeros_like(gradients[0])
+    out = []
+    for t, g in enumerate(gradients, start=1):
+        m = beta1 * m + (1 - beta1) * g
+        v = beta2 * v + (1 - beta2) * np.square(g)
+        out.append((m / (1 - beta1**t)) / (np.sqrt(v / (1 - beta2**t)) + eps))
+    return out
+
+
+def test_example_adam_transform_is_kingma_and_ba_algorithm_1(example):
+    adam = sys.modules[example.fit.__module__].adam
     rng = np.random.default_rng(0)
-    G = np.vstack([rng.normal(size=(50, 7)) * 10.0 ** rng.uniform(-6, 6, size=(50, 1)), np.zeros((1, 7))])
-    for clip_norm, gamma in [(1.0, 0.01), (0.1, 1e-6), (5.0, 1.0)]:
-        out = normalize(G, clip_norm, gamma)
-        norms = np.linalg.norm(out, axis=1)
-        assert np.all(norms < clip_norm)  # the sensitivity of the noisy sum stays C
-        g = np.linalg.norm(G, axis=1)
-        assert np.allclose(norms, clip_norm * g / (g + gamma), rtol=1e-12, atol=0)  # C ||g|| / (||g|| + gamma)
-        nonzero = g > 0
-        cosine = np.einsum("ij,ij->i", out[nonzero], G[nonzero]) / (norms[nonzero] * g[nonzero])
-        assert np.allclose(cosine, 1.0)  # direction kept
-        assert np.all(out[~nonzero] == 0)
+    gradients = list(rng.normal(size=(30, 5)) * 10.0 ** rng.uniform(-3, 3, size=(30, 1)))
+    for beta1, beta2, eps in [(0.9, 0.999, 1e-8), (0.5, 0.9, 1e-3), (0.0, 0.0, 1e-6)]:
+        direction = adam(beta1, beta2, eps)
+        got = [direction(g) for g in gradients]
+        assert all(np.allclose(a, b, rtol=1e-12, atol=0) for a, b in zip(got, kingma_ba(gradients, beta1, beta2, eps)))
+    # with bias correction a constant gradient g gives g / (|g| + eps) from the first step on
+    direction = adam(0.9, 0.999, 1e-8)
+    g = np.array([3.0, -0.2, 1e-3])
+    for _ in range(5):
+        assert np.allclose(direction(g), g / (np.abs(g) + 1e-8), rtol=1e-12, atol=0)
+    # each call of adam(...) is a fresh state: a second fit does not inherit the first one's moments
+    fresh = adam(0.9, 0.999, 1e-8)
+    assert np.allclose(fresh(-g), -g / (np.abs(g) + 1e-8), rtol=1e-12, atol=0)
 
 
 def test_example_fit_keeps_its_claim_and_writes_the_dpsgd_ledger_fields(example):
     from dpbench.privacy.tuning import candidate_event
 
-    assert example.name == "dpsgd_normalized" and example.private
-    assert {p.name for p in example.params} >= {"epochs", "batch_size", "lr", "clip_norm", "gamma", "trace_every"}
+    assert example.name == "dpadam" and example.private and example.updates
+    assert {p.name: p.role for p in example.params} == {
+        "epochs": "", "batch_size": "", "lr": "", "clip_norm": "clip_norm", "beta1": "", "beta2": "", "eps_adam": ""}
     problem = logistic_problem(n=1000, d=5, seed=1)
     target = PrivacyTarget(epsilon=1.0, delta=1e-5)
-    fit = example.fit(problem, target, np.random.default_rng(0), epochs=2.0, batch_size=50.0, lr=1.0,
-                      clip_norm=0.5, gamma=0.01, trace_every=10)
+    fit = example.fit(problem, target, np.random.default_rng(0), epochs=2.0, batch_size=50.0, lr=0.05, clip_norm=0.5)
     ledger = fit.privacy
     assert ledger.private and ledger.claim == "valid"
     assert set(ledger.epsilon_spent) == {"rdp", "pld"} and min(ledger.epsilon_spent.values()) <= 1.0
@@ -261,20 +275,92 @@ def test_example_fit_keeps_its_claim_and_writes_the_dpsgd_ledger_fields(example)
     assert ledger.adjacency is Adjacency.ADD_REMOVE and ledger.sensitivity == 0.5
     assert ledger["sampling"] == {"kind": "poisson", "rate": 0.05, "expected_batch": 50.0}
     assert ledger["steps"] == 40 and ledger["noise_multiplier"] > 0
+    assert "Adam" in ledger.mechanism and "post-processing" in ledger.mechanism
     assert candidate_event(ledger.as_dict()) is not None  # private selection composes it like DP-SGD
-    assert [t["step"] for t in fit.trace] == [10, 20, 30, 40] and np.array_equal(fit.trace[-1]["theta"], fit.theta)
     assert problem.model.loss(fit.theta, problem.X, problem.y) < np.log(2)  # it learnt something
-    again = example.fit(problem, target, np.random.default_rng(0), epochs=2.0, batch_size=50.0, lr=1.0,
-                        clip_norm=0.5, gamma=0.01)
+    again = example.fit(problem, target, np.random.default_rng(0), epochs=2.0, batch_size=50.0, lr=0.05,
+                        clip_norm=0.5)
     assert np.array_equal(again.theta, fit.theta)  # all randomness from the given generator
 
 
+@pytest.mark.parametrize("n, epsilon, delta, epochs, batch_size, clip_norm", [
+    (1000, 1.0, 1e-5, 2.0, 50.0, 0.5),
+    (361, 4.0, 1e-6, 3.0, 32.0, 1.0),
+    (200, 0.5, 1e-5, 5.0, 500.0, 2.0),  # B > n: full batch, q = 1, T = 5
+])
+def test_example_reports_its_ledger_s_steps_and_its_ledger_is_dpsgd_s(example, n, epsilon, delta, epochs,
+                                                                         batch_size, clip_norm):
+    """Every noisy step is reported (releases.observing) as the ledger says, the ledger is DP-SGD's
+    for the same (epsilon, delta, q, T), and the iterates are Adam's moves on the released noisy
+    gradients alone: post-processing of exactly what was reported."""
+    from dpbench.algorithms import get, noisy_sgd_plan
+    from dpbench.algorithms.releases import observing
+
+    problem = logistic_problem(n=n, d=4, seed=2)
+    target = PrivacyTarget(epsilon=epsilon, delta=delta)
+    lr, betas, eps_adam = 0.05, (0.8, 0.99), 1e-6
+    seen = []
+    with observing(lambda r: seen.append((r.step, r.theta.copy(), r.released.copy(), r.noise_std, r.rate,
+                                          r.clip_norm, r.weight, r.kind))):
+        fit = example.fit(problem, target, np.random.default_rng(3), epochs=epochs, batch_size=batch_size, lr=lr,
+                          clip_norm=clip_norm, beta1=betas[0], beta2=betas[1], eps_adam=eps_adam)
+    ledger = fit.privacy
+
+    # DP-SGD's ledger for the same (epsilon, delta, q, T): its plan's, and the built-in dpsgd's
+    plan = noisy_sgd_plan(n, target, epochs=epochs, batch_size=batch_size, clip_norm=clip_norm, calibration="rdp",
+                          paper_c=1.0)
+    dpsgd = get("dpsgd").fit(problem, target, np.random.default_rng(3), epochs=epochs, batch_size=batch_size,
+                             lr=0.5, clip_norm=clip_norm).privacy
+    B = min(batch_size, float(n))
+    assert ledger["steps"] == plan.steps == dpsgd["steps"] == round(epochs * n / B)
+    assert ledger["sampling"]["rate"] == plan.rate == B / n
+    for reference in (plan.ledger, dpsgd):
+        ours, theirs = ledger.as_dict(), reference.as_dict()
+        assert ours.pop("mechanism") != theirs.pop("mechanism")  # says Adam's update; every number is DP-SGD's
+        assert ours == theirs
+
+    # exactly the ledger's steps, each declared as DP-SGD's step: noise z C on the sum, rate q, clip C
+    assert [s[0] for s in seen] == list(range(1, ledger["steps"] + 1))
+    assert {s[3:] for s in seen} == {(ledger["noise_multiplier"] * clip_norm, plan.rate, clip_norm, 1.0,
+                                      "gradient_sum")}
+
+    # the iterates: theta_{t+1} = theta_t - lr * Adam(released_t / B + l2 gradient), from the releases alone
+    directions = kingma_ba([released / B + problem.model.reg_grad(theta) for _, theta, released, *_ in seen],
+                           *betas, eps_adam)
+    thetas = [theta for _, theta, *_ in seen] + [fit.theta]
+    for t, direction in enumerate(directions):
+        assert np.allclose(thetas[t + 1], thetas[t] - lr * direction, rtol=1e-9, atol=1e-12)
 def test_example_data_is_what_make_data_writes(tmp_path):
     import runpy
 
     make_data = runpy.run_path(str(EXAMPLE / "make_data.py"))  # not as __main__: nothing written yet
     make_data["main"](tmp_path / "data.csv")
     assert (tmp_path / "data.csv").read_bytes() == (EXAMPLE / "data.csv").read_bytes()
+
+
+def test_the_plugin_docs_show_the_example_as_shipped():
+    """docs/contributing.md shows my_method.py as it is (its code after the docstring, verbatim) and
+    the spec's algorithms, data set and audit as experiment.yaml has them; README names the same plugin."""
+    import re
+
+    import yaml
+
+    text = (REPO / "docs" / "contributing.md").read_text()
+    section = text[text.index("## Benchmark your own algorithm"):text.index("## Development")]
+    blocks = re.findall(r"```(\w+)\n(.*?)```", section, re.DOTALL)
+    shipped = (EXAMPLE / "my_method.py").read_text()
+    python = [code for lang, code in blocks if lang == "python"]
+    assert len(python) == 1 and python[0] in shipped
+    assert python[0].startswith("from collections.abc import") and shipped.endswith(python[0])  # all the code
+    for shown in ("updates=True", 'role="clip_norm"', "transform=adam(", "fit_noisy_sgd("):
+        assert shown in python[0]
+    (snippet,) = [yaml.safe_load(code) for lang, code in blocks if lang == "yaml"]
+    spec = yaml.safe_load((EXAMPLE / "experiment.yaml").read_text())
+    assert snippet["datasets"] == spec["datasets"] and snippet["algorithms"] == spec["algorithms"]
+    assert snippet["audits"]["algorithms"] == spec["audits"]["algorithms"]
+    commands = "".join(code for lang, code in blocks if lang == "bash")
+    assert EXAMPLE_REF in commands and "dpbench verify " + EXAMPLE_REF in commands
+    assert "dpbench verify " + EXAMPLE_REF in (REPO / "README.md").read_text()
 
 
 # ---- end to end: the example through the CLI (needs the spec's `plugin:` and the csv data set) ----
@@ -292,13 +378,16 @@ def test_example_experiment_end_to_end(tmp_path, monkeypatch, data_dir):
 
     listed = runner.invoke(main, ["list", "algorithms", "--plugin", EXAMPLE_REF])
     assert listed.exit_code == 0, listed.output
-    assert "dpsgd_normalized" in listed.output and "plugin " + str(EXAMPLE / "my_method.py") in listed.output
-    assert "gamma (float, default 0.01" in listed.output
+    assert "dpadam" in listed.output and "plugin " + str(EXAMPLE / "my_method.py") in listed.output
+    assert "reports every noisy step: threat all_updates" in listed.output
+    assert "clip_norm (float, default 1.0, > 0, role clip_norm)" in listed.output
 
     ran = runner.invoke(main, ["run", spec, *common])
     assert ran.exit_code == 0, ran.output
     curves = (tmp_path / "results" / "my_algorithm" / "profiles" / "ci" / "curves.csv").read_text()
-    assert "DP-SGD (normalised)" in curves and "DP-SGD" in curves
+    assert "DP-Adam" in curves and "DP-SGD" in curves
+    audits = (tmp_path / "results" / "my_algorithm" / "profiles" / "ci" / "audits.csv").read_text()
+    assert audits.count("all_updates") == 2 and "gradient_canary" in audits  # the spec's audit sees every step
 
     updated = runner.invoke(main, ["check", spec, *common, "--update", "--reuse", "--no-envelope"])
     assert updated.exit_code == 0, updated.output
@@ -307,9 +396,12 @@ def test_example_experiment_end_to_end(tmp_path, monkeypatch, data_dir):
 
     audited = runner.invoke(main, ["audit", "--algorithm", EXAMPLE_REF, "--dataset", "breast_cancer",
                                    "--eps", "1", "--trials", "60", "--param", "epochs=1", "--param", "batch_size=32",
+                                   "--threat", "all_updates", "--canary", "gradient_canary",
                                    "--data", str(data_dir), "--results", results, "--backend", "sequential", "--no-progress"])
     assert audited.exit_code == 0, audited.output
-    assert "dpsgd_normalized" in audited.output
+    # the gradient canary's clip norm 0.1 reaches the plugin through its clip_norm role
+    assert "audit: dpadam [batch_size=32, clip_norm=0.1, epochs=1]" in audited.output, audited.output
+    assert "threat all_updates" in audited.output
 
 
 def test_provenance_names_the_file_its_whole_sha256_and_a_module_s_version(tmp_path, monkeypatch):
@@ -344,7 +436,7 @@ seeds: 1
 datasets: [breast_cancer]
 models: [logreg]
 algorithms:
-  - {{plugin: {plugin}:fit_dpsgd_normalized, params: {{epochs: 1}}}}
+  - {{plugin: {plugin}:fit_dpadam, params: {{epochs: 1}}}}
   - {{name: dpsgd, params: {{epochs: 1}}}}
 epsilons: [1.0]
 delta: 1.0e-5
@@ -354,7 +446,7 @@ metrics: [accuracy]
     out = CliRunner().invoke(main, ["run", str(spec), "--results", str(results), "--data", str(data_dir),
                                     "--no-progress"])
     assert out.exit_code == 0, out.output
-    expected = plugins.provenance(f"{plugin}:fit_dpsgd_normalized")
+    expected = plugins.provenance(f"{plugin}:fit_dpadam")
     records = [json.loads(p.read_text()) for p in (results / "prov" / "cells").glob("*.json")]
     assert sorted(str(r.get("plugin")) for r in records) == sorted([str(expected), "None"])
     runs = pd.read_csv(results / "prov" / "runs.csv.gz")
