@@ -14,8 +14,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
-# Raw UCI files: ../shared/data on this project's machines, else ./data (ucimlrepo downloads there).
-DPBENCH_DATA ?= $(if $(wildcard ../shared/data/SHA256SUMS),$(abspath ../shared/data),$(abspath data))
+# Raw UCI files: ../shared/data when that folder exists (this project's machines, or a `dpbench data fetch` there), else ./data.
+DPBENCH_DATA ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),$(abspath data))
 export DPBENCH_DATA
 # the paper experiments, and the plugin example (README, "Benchmark your own algorithm")
 EXPERIMENTS := $(wildcard experiments/*.yaml) examples/my_algorithm/experiment.yaml

@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from dpbench.cli.audit_text import format_audit
-from dpbench.cli.options import DATA_HELP, Checked, check_scheduler, writable_folder
+from dpbench.cli.options import DATA_HELP, Checked, check_scheduler, results_option, writable_folder
 from dpbench.core.errors import DpbenchError
 from dpbench.core.validation import DELTA, OPEN_UNIT, POSITIVE, Integral, Interval
 
@@ -58,8 +58,7 @@ from dpbench.core.validation import DELTA, OPEN_UNIT, POSITIVE, Integral, Interv
               type=click.Choice(["loky", "threading", "sequential", "dask"]), help="joblib backend (as for run)")
 @click.option("--scheduler", default=None, metavar="ADDRESS", help="dask scheduler address (--backend dask)")
 @click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False), help=DATA_HELP)
-@click.option("--results", default="results", show_default=True, type=click.Path(),
-              help="fits are cached under RESULTS/.cache/audits")
+@results_option("fits are cached under RESULTS/.cache/audits")
 @click.option("--force", is_flag=True, help="recompute cached fits")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
 def audit(algorithm, dataset, model, epsilon, delta, trials, one_run, canaries, guesses, canary, threat, threshold,

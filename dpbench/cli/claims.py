@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from dpbench.cli.options import load_spec
+from dpbench.cli.options import load_spec, results_option, writable_folder
 
 
 def _counts(verdicts: list) -> dict[str, int]:
@@ -27,8 +27,7 @@ def verdict_counts(verdicts: list) -> str:
 @click.command()
 @click.argument("spec", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--profile", default="full", show_default=True, help="profile of the spec (its results are read)")
-@click.option("--results", default="results", show_default=True, type=click.Path(file_okay=False),
-              help="results root the stored cells / tables are read from and claims.csv, claims.md written to")
+@results_option("stored cells / tables are read from there, claims.csv and claims.md written there")
 @click.option("--markdown", is_flag=True,
               help="print claims.md (the table of docs/papers/<experiment>.md) instead of the short table")
 @click.option("--readme", default=None, type=click.Path(exists=True, dir_okay=False),
@@ -56,6 +55,7 @@ def claims(spec, profile, results, markdown, readme, summary, selection) -> None
 
     from dpbench.analysis import claims as claims_mod
     from dpbench.experiment import verdicts as verdicts_mod
+    from dpbench.experiment.layout import output_folder
 
     counts: dict[str, dict[str, int]] = {}
     flips: list[dict] = []
@@ -66,7 +66,6 @@ def claims(spec, profile, results, markdown, readme, summary, selection) -> None
             continue
         verdicts = verdicts_mod.claim_verdicts(exp, results)
         counts[exp.name] = _counts(verdicts)
-        written = verdicts_mod.write_claims(exp, verdicts, results)
         click.echo(f"== {exp.name} [{exp.profile}]: {len(verdicts)} claims: {verdict_counts(verdicts)}")
         if markdown:
             click.echo(claims_mod.markdown(verdicts))
@@ -75,6 +74,9 @@ def claims(spec, profile, results, markdown, readme, summary, selection) -> None
                                                 "p_contra_holm", "seeds", "seeds_needed", "where"]]
             with pd.option_context("display.width", 200, "display.max_colwidth", 40, "display.max_rows", 500):
                 click.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+        # the verdicts are shown first: a folder that cannot take claims.csv is then one line (exit 2, as run says it)
+        writable_folder(str(output_folder(exp, results)))
+        written = verdicts_mod.write_claims(exp, verdicts, results)
         click.echo(f"written: {', '.join(str(p) for p in written)}")
         if readme:
             _fill_block(readme, "--readme", exp.name, claims_mod.markdown(verdicts))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from dpbench.cli.claims import verdict_counts
-from dpbench.cli.options import RESULTS_HELP, check_scheduler, load_spec
+from dpbench.cli.options import check_scheduler, load_spec, results_option
 
 
 @click.command()
@@ -25,7 +25,7 @@ from dpbench.cli.options import RESULTS_HELP, check_scheduler, load_spec
 @click.option("--scheduler", default=None, metavar="ADDRESS", help="dask scheduler address (--backend dask)")
 @click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False),
               help="folder of the raw data files (default: $DPBENCH_DATA, else ./data)")
-@click.option("--results", default="results", show_default=True, type=click.Path(), help=RESULTS_HELP)
+@results_option()
 @click.option("--no-progress", is_flag=True, help="no progress bars")
 def decide(specs, profile, budget, max_seeds, write, jobs, backend, scheduler, data_dir, results, no_progress) -> None:
     """Add seeds in rounds until every claim of each SPEC is decided.

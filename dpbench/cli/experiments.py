@@ -10,7 +10,7 @@ import time
 import click
 
 from dpbench.cli.claims import verdict_counts
-from dpbench.cli.options import RESULTS_HELP, Checked, check_scheduler, load_spec, run_options, writable_folder
+from dpbench.cli.options import Checked, check_scheduler, load_spec, results_option, run_options, writable_folder
 from dpbench.core.validation import NON_NEGATIVE
 
 
@@ -18,7 +18,7 @@ from dpbench.core.validation import NON_NEGATIVE
 @click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False), metavar="SPEC...")
 @run_options
 @click.option("--force", is_flag=True, help="recompute cells that are already stored")
-@click.option("--results", default="results", show_default=True, type=click.Path(), help=RESULTS_HELP)
+@results_option()
 def run(specs, profile, jobs, backend, scheduler, data_dir, no_progress, allow_large, force, results) -> None:
     """Run experiments: every cell not stored yet, then curves, figures and manifest.
 
@@ -28,14 +28,18 @@ def run(specs, profile, jobs, backend, scheduler, data_dir, no_progress, allow_l
     (results/<experiment>/cells/), as are the L* solutions (results/.cache/), so an interrupted
     run resumes where it stopped and every stored result is reused; --force recomputes. A damaged
     cell file is moved to cells/quarantine/ and recomputed. Exits 1 if any cell failed (the
-    failed cells are listed, the others kept, and the figures marked partial).
+    failed cells are listed, the others kept, and the figures marked partial). One run writes a
+    results folder at a time: a second one into the same folder exits 2 naming the first (a killed
+    run leaves nothing locked).
     """
     from dpbench.experiment import layout, pipeline, render
-    from dpbench.spec.experiment import check_size
+    from dpbench.spec.experiment import check_size, extreme_epsilons
 
     check_scheduler(backend, scheduler)
     exps = [load_spec(spec, profile) for spec in specs]
     check_size(exps, allow_large)
+    for notice in extreme_epsilons(exps):
+        click.echo(f"note: {notice}", err=True)
     writable_folder(results)
     started = time.perf_counter()
     summary = pipeline.run_experiments(exps, results=results, data_dir=data_dir, jobs=jobs, backend=backend,
@@ -83,8 +87,7 @@ def _exit_on_failures(summary) -> None:
               help="a moved curve point passes if its paired mean difference is within k standard errors")
 @click.option("--reuse", is_flag=True,
               help="reuse cells stored under --results instead of recomputing in a temporary folder")
-@click.option("--results", default="results", show_default=True, type=click.Path(),
-              help="folder holding results/<experiment>/reference-<profile>.csv")
+@results_option("the reference is RESULTS/<experiment>/reference-<profile>.csv")
 def check(specs, profile, jobs, backend, scheduler, data_dir, no_progress, allow_large, update, envelope, k, reuse,
           results) -> None:
     """Run a profile and compare its curves with the stored reference, seed by seed.
@@ -104,7 +107,9 @@ def check(specs, profile, jobs, backend, scheduler, data_dir, no_progress, allow
     from dpbench.spec.experiment import check_size
 
     check_scheduler(backend, scheduler)
-    exps = [load_spec(spec, profile) for spec in specs]
+    chosen = click.get_current_context().get_parameter_source("profile") is click.core.ParameterSource.COMMANDLINE
+    exps = [load_spec(spec, profile) if update else _with_reference(spec, profile, chosen, results)
+            for spec in specs]
     check_size(exps, allow_large)
     if update or reuse:
         writable_folder(results)
@@ -145,6 +150,30 @@ def check(specs, profile, jobs, backend, scheduler, data_dir, no_progress, allow
         sys.exit(1)
 
 
+def _with_reference(spec: str, profile: str, chosen: bool, results: str):
+    """The experiment of `spec` under the profile `check` compares: `profile` when its reference
+    exists; without --profile given, the one profile that has a reference (ci where several do),
+    said on stderr; otherwise a DpbenchError (exit 2) naming the profiles that have one and the
+    command that creates the missing one -- before any cell runs."""
+    from dpbench.core.errors import DpbenchError
+    from dpbench.experiment import layout
+
+    exp = load_spec(spec, profile)
+    path = layout.reference_path(exp, results)
+    if path.exists():
+        return exp
+    have = sorted(p.stem[len("reference-"):] for p in layout.experiment_root(exp, results).glob("reference-*.csv"))
+    if have and not chosen:
+        other = "ci" if "ci" in have else have[0]
+        click.echo(f"{exp.name}: no reference for the {profile} profile; checking the {other} profile, which has one "
+                   f"({layout.reference_path(load_spec(spec, other), results)})", err=True)
+        return load_spec(spec, other)
+    where = (f"references exist for the {', '.join(have)} profile{'s' if len(have) > 1 else ''} "
+             f"(`dpbench check {spec} --profile {have[0]}`); " if have else "")
+    raise DpbenchError(f"{exp.name}: no reference for the {profile} profile ({path}); {where}create it with "
+                       f"`dpbench check {spec} --profile {profile} --update`")
+
+
 def _report(exp, out) -> None:
     import pandas as pd
 
@@ -167,9 +196,9 @@ def _report(exp, out) -> None:
 
 
 @click.command()
-@click.argument("spec", type=click.Path(dir_okay=False))
-@click.option("--profile", default="full", show_default=True, help="named profile of the experiment")
-@click.option("--results", default="results", show_default=True, type=click.Path(), help=RESULTS_HELP)
+@click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False), metavar="SPEC...")
+@click.option("--profile", default="full", show_default=True, help="named profile of the experiments")
+@results_option()
 @click.option("--partial", is_flag=True,
               help="draw what is stored even if cells or audits are missing (figures, curves.csv and the "
                    "manifest then say 'partial: k of n cells')")
@@ -180,7 +209,7 @@ def _report(exp, out) -> None:
 @click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False),
               help="data folder a figure's `baseline: majority` reads the test labels from (default: "
                    "$DPBENCH_DATA, else ./data)")
-def plot(spec, profile, results, partial, from_runs, data_dir) -> None:
+def plot(specs, profile, results, partial, from_runs, data_dir) -> None:
     """Re-aggregate stored cells and audits and redraw the figures; trains nothing.
 
     If any cell of the grid has no usable stored result (not run, failed, damaged) or an audit is
@@ -190,10 +219,11 @@ def plot(spec, profile, results, partial, from_runs, data_dir) -> None:
     """
     from dpbench.experiment import render
 
-    exp = load_spec(spec, profile)
+    exps = [load_spec(spec, profile) for spec in specs]  # every spec checked before anything is drawn
     writable_folder(results)
-    # raises, writing nothing, on a partial grid (or, --from-runs, a runs table that is absent or short)
-    out = render.render(exp, results=results, partial=partial, from_runs=from_runs, data_dir=data_dir)
-    _report(exp, out)
-    click.echo(f"figures: {', '.join(str(p) for p in out.figures)}")
-    _claims_line(out)
+    for exp in exps:
+        # raises, writing nothing, on a partial grid (or, --from-runs, a runs table that is absent or short)
+        out = render.render(exp, results=results, partial=partial, from_runs=from_runs, data_dir=data_dir)
+        _report(exp, out)
+        click.echo(f"figures: {', '.join(str(p) for p in out.figures)}")
+        _claims_line(out)

@@ -11,7 +11,14 @@ import click
 from dpbench.core.errors import DpbenchError
 from dpbench.core.validation import Integral, Interval, InvalidValue
 
-RESULTS_HELP = "folder that holds results/<experiment>/"
+RESULTS_HELP = "results root: each experiment's cells, tables and figures are in RESULTS/<experiment>/"
+
+
+def results_option(more: str = ""):
+    """The --results option every verb shares (one wording, DIRECTORY); `more` says what this verb
+    reads or writes there."""
+    return click.option("--results", default="results", show_default=True, type=click.Path(), metavar="DIRECTORY",
+                        help=RESULTS_HELP + (f"; {more}" if more else ""))  # a file there: writable_folder says so
 DATA_HELP = "folder with the raw UCI files in their UCI layout (default: $DPBENCH_DATA, else ./data)"
 
 

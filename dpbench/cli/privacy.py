@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 
 import click
@@ -63,7 +64,15 @@ def epsilon(noise_multiplier, delta, sampling_rate, batch_size, n, steps, epochs
     report = dpsgd_epsilon_report(noise_multiplier, q, T, delta)
     click.echo(f"q = {q:.6g}, T = {T}, z = {noise_multiplier:g}, delta = {delta:g} (add/remove-one adjacency)")
     for name, value in report.items():
-        click.echo(f"  epsilon ({name.upper()}): {value:.6g}")
+        click.echo(f"  epsilon ({name.upper()}): {value:.6g}" + _infinite_note(value))
+
+
+def _infinite_note(value: float) -> str:
+    """What an infinite epsilon from an accountant means, said where it is printed."""
+    if math.isfinite(value):
+        return ""
+    return ("  (no finite epsilon: at this noise the privacy loss exceeds what this accountant can represent "
+            "at this delta; it certifies nothing, and a run it says this of is not labelled valid)")
 
 
 @privacy.command()
@@ -85,7 +94,7 @@ def calibrate(target, accountant, delta, sampling_rate, batch_size, n, steps, ep
                f"calibrated by {accountant.upper()}")
     click.echo(f"  noise multiplier z = {z:.6g}")
     for name, value in report.items():
-        click.echo(f"  epsilon spent ({name.upper()}): {value:.6g}")
+        click.echo(f"  epsilon spent ({name.upper()}): {value:.6g}" + _infinite_note(value))
 
 
 def _with_elapsed(work, what: str, quiet_seconds: float = 2.0):

@@ -7,15 +7,14 @@ from pathlib import Path
 
 import click
 
-from dpbench.cli.options import DATA_HELP, load_spec, writable_folder
+from dpbench.cli.options import DATA_HELP, load_spec, results_option, writable_folder
 
 
 @click.command(name="report")
 @click.argument("spec", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--profile", default="full", show_default=True, help="profile of the specs (its stored tables are read)")
-@click.option("--results", default="results", show_default=True, type=click.Path(file_okay=False),
-              help="results root the stored tables are read from (results/<experiment>/curves.csv, runs.csv.gz, "
-                   "audits.csv, claims.csv, manifest.json)")
+@results_option("the stored tables are read from there (curves.csv, runs.csv.gz, audits.csv, claims.csv, "
+                "manifest.json)")
 @click.option("--out", default=None, type=click.Path(file_okay=False),
               help="folder the site is written to: index.html, <experiment>.html, assets/ (default: --results)")
 @click.option("--baseline/--no-baseline", default=True, show_default=True,

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from dpbench.cli.options import DATA_HELP, Checked, writable_folder
+from dpbench.cli.options import DATA_HELP, Checked, results_option, writable_folder
 from dpbench.core.validation import DELTA, POSITIVE, Integral, Interval
 
 MARKS = {"ok": "ok", "mismatch": "MISMATCH", "suspect": "SUSPECT", "skipped": "--"}
@@ -33,8 +33,7 @@ MARKS = {"ok": "ok", "mismatch": "MISMATCH", "suspect": "SUSPECT", "skipped": "-
 @click.option("--jobs", "-j", default=1, show_default=True, type=Checked(Interval(Integral, 1)),
               help="parallel workers of the audit")
 @click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False), help=DATA_HELP)
-@click.option("--results", default="results", show_default=True, type=click.Path(),
-              help="the audit's fits are cached under RESULTS/.cache/audits")
+@results_option("the audit's fits are cached under RESULTS/.cache/audits")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
 def verify(algorithm, dataset, model, epsilon, delta, params, runs, canary_steps, trials, seed, jobs, data_dir,
            results, no_progress) -> None:

@@ -15,12 +15,16 @@ as damaged; `ResultStore.sweep` moves it aside so the cell is recomputed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
+import time
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+from dpbench.core.errors import DpbenchError
 
 
 def _new_file_mode() -> int:
@@ -70,6 +74,38 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> bool:
     """Write `text` to `path` atomically (see atomic_write_bytes_via); returns whether it changed."""
     data = text.encode()
     return atomic_write_bytes_via(path, lambda tmp: Path(tmp).write_bytes(data))
+
+
+@contextlib.contextmanager
+def exclusive(lock: str | os.PathLike, what: str, folder: str | os.PathLike) -> Iterator[None]:
+    """Hold the file `lock` exclusively for the block, on behalf of `folder` (what it protects): a
+    second process that asks while it is held gets a DpbenchError saying who holds it, instead of
+    computing the same cells side by side. The lock is the OS's (flock), released when its holder
+    exits, a killed one included, so it is never left stuck; the file itself stays (its content
+    names the last holder). No locking where the OS has no flock (the block runs unlocked)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    lock = Path(lock)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a+") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise DpbenchError(f"{folder} is being written by {holder}; wait for it to finish (every cell it stores "
+                               f"is reused), or point --results at another folder") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{what} (pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')})")
+        handle.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 def record_problem(record: Any, key: str, required: Mapping[str, type] = MappingProxyType({})) -> str | None:

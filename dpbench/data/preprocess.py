@@ -19,7 +19,9 @@ fractions) gives bit-identical arrays in any process of one machine):
    the split below continues with the same generator.
 4. Split. Stratified by label for classification, uniform for regression:
    n_test = round(test_fraction * N), n_val = round(val_fraction * N) (N = rows after step 3),
-   allocated to classes by largest remainder; each split is returned in a random order.
+   allocated to classes by largest remainder; each split is returned in a random order. A split
+   that leaves fewer than MIN_TRAIN_ROWS training rows, or a training or test split of one class,
+   is refused (DegenerateSplit, a ValueError): accuracy on it would be trivially 1 or 0.
 5. Encoding. Categorical columns are one-hot encoded with ALL levels (no reference level), the
    levels being the sorted values observed in the full cleaned table: the public schema, so the
    feature dimension never depends on the seed or on `n`. Numeric columns are min-max scaled to
@@ -49,6 +51,12 @@ import pandas as pd
 from dpbench.data import bounds as feature_bounds
 from dpbench.data.base import Dataset
 
+class DegenerateSplit(ValueError):
+    """A split that cannot mean anything: too few training rows, or one class."""
+
+
+#: Fewest training rows a data set may leave (below it a split is refused: a result would mean nothing).
+MIN_TRAIN_ROWS = 10
 #: Tolerance of the ||x||_2 <= 1 check (rounding of a sum of g + 1 squares).
 NORM_TOL = 1e-12
 
@@ -244,8 +252,14 @@ def build_classification(
     m = rows_clean if sel is None else int(sel.size)
     y = table.y if sel is None else table.y[sel]
     train, val, test = split_indices(y, rng, test_fraction, val_fraction)
-    if train.size == 0:
-        raise ValueError(f"dataset '{name}': the split leaves no training rows (n={m})")
+    if train.size < MIN_TRAIN_ROWS:
+        raise DegenerateSplit(f"dataset '{name}': the split leaves {train.size} training row(s) of {m}; at least "
+                         f"{MIN_TRAIN_ROWS} are needed for a result to mean anything")
+    for part, rows in (("training", train), ("test", test)):
+        classes = np.unique(y[rows])
+        if rows.size and classes.size < 2:
+            raise DegenerateSplit(f"dataset '{name}': every row of the {part} split has label {float(classes[0]):+g} "
+                             f"(one class of the {m} rows); accuracy would be trivially 1 or 0")
     frame_rows = table.rows if sel is None else (sel if table.rows is None else table.rows[sel])
     numeric_frame = table.frame[num_keep]
     if frame_rows is not None:

@@ -18,9 +18,10 @@ Options (each a `Param` of the loader below):
   written in the file (a whole number stored as float, 1.0, reads as "1"); every other value -> -1.
 * `categorical`: columns one-hot encoded; `drop`: columns left out. Every other column must be
   numeric (booleans count as 0/1): a text column that is not listed is an error naming it.
-* `missing`: "drop" (default) drops every row with a missing value; "impute" fills a numeric
-  gap with the training split's median and a categorical gap with its most frequent level.
-  A row without a label is dropped either way.
+* `missing`: "refuse" (default) refuses a file with a missing value anywhere (one line: how many
+  rows of how many), so rows never vanish unsaid; "drop" drops every row with a missing value;
+  "impute" fills a numeric gap with the training split's median and a categorical gap with its
+  most frequent level (a row without a label is dropped, and counted, either way).
 * `bounds`: a mapping column -> [low, high] that you declare public (bounds.py), e.g.
   `{age: [17, 90], income: [0, 200000]}`: each value is clipped to its column's range and the column
   is min-max scaled with it instead of the training split's min/max. A numeric column without one
@@ -188,9 +189,9 @@ def load(
     categorical: Annotated[tuple[str, ...], Param("columns one-hot encoded (every other column but the label and "
                                                   "`drop` must be numeric)")] = (),
     drop: Annotated[tuple[str, ...], Param("columns left out")] = (),
-    missing: Annotated[str, Param("rows with a missing value: drop them, or impute the training split's median "
-                                  "(numeric) / most frequent level (categorical)",
-                                  choices=("drop", "impute"))] = "drop",
+    missing: Annotated[str, Param("rows with a missing value: refuse the file (saying how many), drop them, or "
+                                  "impute the training split's median (numeric) / most frequent level (categorical)",
+                                  choices=("refuse", "drop", "impute"))] = "refuse",
     bounds: Annotated[dict | None, Param(bounds_mod.BOUNDS_DOC, constraint=bounds_mod.Bounds())] = None,
 ) -> Dataset:
     """Load the table at `path` (module docstring)."""
@@ -201,7 +202,13 @@ def load(
     preprocess.check_fractions(common.test_fraction, common.val_fraction)
     target = pathlib.Path(path).expanduser()
     _, file_format = read_table(target)
-    clean = _clean_cached(*_stat_key(target), file_format, label, positive, tuple(categorical), tuple(drop), missing)
+    clean = _clean_cached(*_stat_key(target), file_format, label, positive, tuple(categorical), tuple(drop),
+                          "impute" if missing == "impute" else "drop")
+    gaps = clean.rows_raw - clean.rows_clean
+    if missing == "refuse" and gaps:
+        raise _error(target, f"{gaps:,} of {clean.rows_raw:,} rows ({gaps / clean.rows_raw:.0%}) have a missing value; "
+                             "say what to do with them: the option `missing: drop` (drop those rows) or "
+                             "`missing: impute` (fill them from the training split)")
     absent = [c for c in user_bounds if c not in clean.numeric and c not in clean.dropped]
     if absent:
         columns = list(clean.numeric) + [c for c in clean.dropped if c not in categorical]
@@ -218,8 +225,12 @@ def load(
         "options": {**options, "path": _abs(target), "categorical": list(categorical), "drop": list(drop),
                     "bounds": bounds_mod.shown_ranges(user_bounds) if user_bounds else None},
     }
-    ds = preprocess.build_classification(NAME, clean, seed=common.seed, n=common.n, test_fraction=common.test_fraction,
-                                         val_fraction=common.val_fraction, user_bounds=user_bounds, provenance=prov)
+    try:
+        ds = preprocess.build_classification(NAME, clean, seed=common.seed, n=common.n,
+                                             test_fraction=common.test_fraction, val_fraction=common.val_fraction,
+                                             user_bounds=user_bounds, provenance=prov)
+    except preprocess.DegenerateSplit as exc:  # too few rows or one class: the file's fault, said in one line
+        raise _error(target, str(exc).removeprefix(f"dataset '{NAME}': ")) from None
     if missing == "impute":
         ds.provenance.setdefault("imputed_most_frequent", {})
     return ds

@@ -60,9 +60,10 @@ class IncompleteError(DpbenchError):
     """The stored results do not cover the experiment's grid (render without `partial`)."""
 
 
-def run_command(exp: Experiment, results: str | Path) -> str:
-    """The `dpbench run` command line that computes this experiment's missing cells."""
-    words = ["dpbench run", exp.source if not exp.source.startswith("<") else "SPEC"]
+def run_command(exp: Experiment, results: str | Path, verb: str = "run") -> str:
+    """The `dpbench run` command line that computes this experiment's missing cells (or another
+    verb's, e.g. "plot", over the same experiment, profile and results)."""
+    words = [f"dpbench {verb}", exp.source if not exp.source.startswith("<") else "SPEC"]
     if exp.profile != DEFAULT_PROFILE:
         words.append(f"--profile {exp.profile}")
     if Path(results) != Path("results"):

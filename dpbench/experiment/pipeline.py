@@ -6,13 +6,14 @@ algorithm logic and no formulas.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 from pathlib import Path
 
 from dpbench.core.errors import DataError, SpecError
 from dpbench.core.registry import resolve_paths
-from dpbench.core.store import ResultStore, RoutedStore
+from dpbench.core.store import ResultStore, RoutedStore, exclusive
 from dpbench.core.validation import DELTA, validate
 from dpbench.experiment.audits import audit_results
 from dpbench.experiment.layout import cache_dir, experiment_root
@@ -99,6 +100,14 @@ def run_experiments(exps: list[Experiment], *, results: str | Path = "results", 
     cells/quarantine/ and its cell recomputed; `notify` (default: stderr) is told which.
     """
     notify = notify or _stderr
+    with contextlib.ExitStack() as held:  # one run per results folder at a time (store.exclusive)
+        for name in sorted({exp.name for exp in exps}):
+            held.enter_context(exclusive(cache_dir(results) / f"{name}.lock", "a dpbench run",
+                                         Path(results) / name))
+        return _run_experiments(exps, results, data_dir, jobs, backend, scheduler, force, progress, notify)
+
+
+def _run_experiments(exps, results, data_dir, jobs, backend, scheduler, force, progress, notify) -> runner.RunSummary:
     skipped = {exp.name: preflight(exp, data_dir) for exp in exps}
     routes: dict[str, list[ResultStore]] = {}
     cells = {}

@@ -59,8 +59,11 @@ def render(exp: Experiment, *, results: str | Path = "results", summary: runner.
     inv = inventory(exp, results)
     records = inv.records
     if not records and inv.expected:  # never overwrite stored tables and figures (e.g. committed ones) with empty ones
+        committed = (folder / RUNS_FILE).is_file()
         raise DpbenchError(f"no stored cells for {exp.name} [{exp.profile}] under {results}/; "
-                           f"run `{run_command(exp, results)}` first")
+                           + (f"redraw from its committed runs table with `{run_command(exp, results, 'plot')} --from-runs`, "
+                              f"or run `{run_command(exp, results)}`" if committed else
+                              f"run `{run_command(exp, results)}` first"))
     audit_list, audit_gaps = stored_audits(exp, results)
     if exp.audits and not audit_list and not records:
         raise DpbenchError(f"no stored audits for {exp.name} [{exp.profile}] under {results}/ ({audit_gaps[0]}); "

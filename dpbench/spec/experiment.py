@@ -107,6 +107,30 @@ def check_size(exps: list[Experiment], allow_large: bool) -> int:
     return total
 
 
+#: epsilons outside this range are extreme: below it a calibration needs minutes and the noise
+#: swamps any signal; above it no accountant certifies a meaningful guarantee (PLD often says inf)
+ORDINARY_EPSILONS = (1e-3, 100.0)
+
+
+def extreme_epsilons(exps: list[Experiment]) -> list[str]:
+    """One notice per experiment with a private algorithm run at an epsilon outside ORDINARY_EPSILONS:
+    what to expect of it, said before any cell runs."""
+    low, high = ORDINARY_EPSILONS
+    out = []
+    for exp in exps:
+        used = sorted({float(e) for algo in exp.algorithms if algo.private for e in exp.budgets(algo)})
+        small, large = [e for e in used if e < low], [e for e in used if e > high]
+        if small:
+            out.append(f"{exp.name}: epsilon {', '.join(f'{e:g}' for e in small)} is below {low:g}: each noise "
+                       "calibration can take minutes (the optimal RDP orders are in the thousands) and the noise "
+                       "swamps the data (expect chance-level results)")
+        if large:
+            out.append(f"{exp.name}: epsilon {', '.join(f'{e:g}' for e in large)} is above {high:g}: no meaningful "
+                       "guarantee; accountants may return an infinite epsilon there, and a run whose accountant "
+                       "says inf is not labelled valid")
+    return out
+
+
 def load(path: str | Path, profile: str = DEFAULT_PROFILE) -> Experiment:
     """Read, profile and validate an experiment file; raise SpecError (one line) on any problem."""
     path = Path(path)

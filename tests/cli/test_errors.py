@@ -95,3 +95,53 @@ def test_data_verify_names_where_a_missing_file_comes_from(tmp_path):
     assert out.exit_code == 1
     assert "from https://archive.ics.uci.edu/dataset/2/adult" in out.output
     assert "ucimlrepo" in out.stderr and "bank-additional-full" in out.stderr
+
+
+def test_check_finds_the_profile_with_a_reference_before_any_work(tmp_path, tiny_spec, data_dir):
+    """`check` without --profile compares the profile that has a reference (said on stderr); with a
+    profile that has none it exits 2 before any cell runs, naming the profiles that have one."""
+
+    runner = CliRunner()
+    results = tmp_path / "results"
+    base = ["check", str(tiny_spec), "--results", str(results), "--data", str(data_dir), "--no-progress"]
+    made = runner.invoke(main, [*base, "--profile", "ci", "--update", "--no-envelope"])
+    assert made.exit_code == 0, made.output
+    assert (results / "tiny" / "reference-ci.csv").is_file()
+    found = runner.invoke(main, base)
+    assert found.exit_code == 0, found.output
+    assert "no reference for the full profile; checking the ci profile" in found.output
+    missing = runner.invoke(main, [*base, "--profile", "full"])
+    assert missing.exit_code == 2
+    assert "references exist for the ci profile" in missing.output and "--profile full --update" in missing.output
+    assert "cells:" not in missing.output  # refused before any cell ran
+
+
+def test_an_infinite_epsilon_and_an_extreme_budget_are_explained():
+    from dpbench.spec.experiment import extreme_epsilons, from_dict
+
+    out = CliRunner().invoke(main, ["privacy", "epsilon", "-z", "0.01", "-q", "0.01", "-T", "1000", "--delta", "1e-5"])
+    assert out.exit_code == 0, out.output
+    assert "epsilon (PLD): inf  (no finite epsilon" in out.output and "epsilon (RDP): 5.4" in out.output
+    raw = {"datasets": ["breast_cancer"], "models": ["logreg"], "algorithms": [{"name": "dpsgd"}, {"name": "nonprivate"}],
+           "epsilons": [1e-9, 1.0, 1e6]}
+    notes = extreme_epsilons([from_dict(raw, name="x")])
+    assert len(notes) == 2 and "epsilon 1e-09 is below 0.001" in notes[0] and "epsilon 1e+06 is above 100" in notes[1]
+    assert extreme_epsilons([from_dict({**raw, "epsilons": [0.01, 10]}, name="x")]) == []
+
+
+def test_claims_on_a_folder_it_cannot_write_shows_the_verdicts_then_one_line(tmp_path, monkeypatch):
+    """Like run and plot, exit 2 with one line naming the folder; the verdicts are printed first."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    from dpbench.cli import options
+
+    repo = Path(__file__).resolve().parents[2]
+    shutil.copytree(repo / "results" / "quickstart", tmp_path / "quickstart")
+    monkeypatch.setattr(options.os, "access", lambda path, mode: not mode & os.W_OK)  # as a read-only folder answers
+    out = CliRunner().invoke(main, ["claims", str(repo / "experiments" / "quickstart.yaml"), "--results", str(tmp_path)])
+    assert out.exit_code == 2, out.output
+    assert "== quickstart [full]: 3 claims" in out.output and "qs-gap-falls" in out.output
+    errors = [line for line in out.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "cannot write in" in errors[0] and ".tmp" not in out.output

@@ -421,3 +421,32 @@ def test_the_resource_trackers_cleanup_warnings_are_silenced_only_by_the_runners
         assert "resource_tracker: There appear to be 1 leaked semlock" in err, err
     else:
         assert err == "", err
+
+
+def test_one_run_per_results_folder_and_a_killed_run_leaves_no_stuck_lock(tmp_path, tiny_spec, data_dir):
+    """A second run into a folder another run is writing is refused with one line (exit 2) before
+    any work; the lock is the OS's, so a holder killed with SIGKILL leaves the folder free."""
+    from dpbench.core.store import exclusive
+
+    results = tmp_path / "r"
+    args = ["run", str(tiny_spec), "--results", str(results), "--data", str(data_dir), "--no-progress",
+            "--profile", "ci"]
+    lock = results / ".cache" / "tiny.lock"
+    with exclusive(lock, "a dpbench run", results / "tiny"):
+        busy = CliRunner().invoke(main, args)
+    assert busy.exit_code == 2, busy.output
+    assert "is being written by a dpbench run (pid" in busy.output and "Traceback" not in busy.output
+    assert not list((results / "tiny").glob("cells/*.json"))  # refused before any cell ran
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom dpbench.core.store import exclusive\n"
+                               f"with exclusive({str(lock)!r}, 'a holder', {str(results / 'tiny')!r}):\n"
+                               "    print('held', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert CliRunner().invoke(main, args).exit_code == 2
+        holder.kill()  # SIGKILL: no cleanup runs
+        holder.wait(timeout=30)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            holder.kill()
+    done = CliRunner().invoke(main, args)
+    assert done.exit_code == 0, done.output

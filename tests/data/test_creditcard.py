@@ -160,7 +160,8 @@ def test_bad_file_one_line_error(tmp_path: Path) -> None:
     write_creditcard(bad, rows=50, frauds=0)
     with pytest.raises(DataError, match="at least as many normal rows"):
         data.load("credit_card", data_dir=tmp_path)
-    data.load("credit_card", data_dir=tmp_path, balanced=False)  # unbalanced: no fraud needed
+    with pytest.raises(ValueError, match="every row of the training split has label -1"):  # one class: refused
+        data.load("credit_card", data_dir=tmp_path, balanced=False)
 
 
 def test_options() -> None:

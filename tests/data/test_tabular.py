@@ -22,6 +22,7 @@ from dpbench.data import tabular
 
 ROWS = 200
 OPTIONS = {"label": "y", "positive": "yes", "categorical": ["city"], "drop": ["id"]}
+DROP = {**OPTIONS, "missing": "drop"}  # the table has rows with a missing value: say what to do with them
 
 
 def write_table(path: Path, rows: int = ROWS, seed: int = 0) -> Path:
@@ -56,7 +57,7 @@ def complete_rows(path: Path) -> int:
 
 
 def test_norms_labels_and_splits(table: Path) -> None:
-    ds = data.load("csv", seed=0, path=str(table), **OPTIONS)
+    ds = data.load("csv", seed=0, path=str(table), **DROP)
     X, y = all_rows(ds)
     N = complete_rows(table)
     assert N < ROWS - 10  # rows with a gap are dropped by default
@@ -81,10 +82,10 @@ def test_norms_labels_and_splits(table: Path) -> None:
 
 
 def test_subsample_and_fractions(table: Path) -> None:
-    ds = data.load("csv", seed=1, n=100, test_fraction=0.1, val_fraction=0.0, path=str(table), **OPTIONS)
+    ds = data.load("csv", seed=1, n=100, test_fraction=0.1, val_fraction=0.0, path=str(table), **DROP)
     assert (ds.n_train, len(ds.y_val), len(ds.y_test)) == (90, 0, 10)
     with pytest.raises(ValueError, match="exceeds"):
-        data.load("csv", n=ROWS, path=str(table), **OPTIONS)
+        data.load("csv", n=ROWS, path=str(table), **DROP)
 
 
 def test_impute_keeps_every_labelled_row(table: Path) -> None:
@@ -104,16 +105,16 @@ def test_impute_keeps_every_labelled_row(table: Path) -> None:
 
 
 def test_same_file_and_seed_give_identical_arrays(table: Path, tmp_path: Path) -> None:
-    a = data.load("csv", seed=4, path=str(table), **OPTIONS)
+    a = data.load("csv", seed=4, path=str(table), **DROP)
     tabular.clear_caches()
-    b = data.load("csv", seed=4, path=table, **OPTIONS)  # a Path object is accepted too
+    b = data.load("csv", seed=4, path=table, **DROP)  # a Path object is accepted too
     for key in ("X_train", "y_train", "X_val", "y_val", "X_test", "y_test"):
         np.testing.assert_array_equal(getattr(a, key), getattr(b, key), err_msg=key)
     copy = tmp_path / "elsewhere" / "copy.csv"
     copy.parent.mkdir()
     copy.write_bytes(table.read_bytes())
-    np.testing.assert_array_equal(data.load("csv", seed=4, path=str(copy), **OPTIONS).X_train, a.X_train)
-    c = data.load("csv", seed=5, path=str(table), **OPTIONS)
+    np.testing.assert_array_equal(data.load("csv", seed=4, path=str(copy), **DROP).X_train, a.X_train)
+    c = data.load("csv", seed=5, path=str(table), **DROP)
     assert not np.array_equal(a.X_train, c.X_train)
 
 
@@ -122,10 +123,10 @@ def test_validate_options(table: Path) -> None:
     assert info.origin == "user-supplied" and info.param("path").path and data.option_names("csv") == {
         "path", "label", "positive", "categorical", "drop", "missing", "bounds"}
     checked = info.validate({"path": "t.csv", "categorical": ["a", "b"]})
-    assert checked["categorical"] == ("a", "b") and checked["drop"] == () and checked["missing"] == "drop"
+    assert checked["categorical"] == ("a", "b") and checked["drop"] == () and checked["missing"] == "refuse"
     for options, message in [
         ({"path": "t.csv", "colour": 1}, "colour: unknown parameter of dataset 'csv'"),
-        ({"path": "t.csv", "missing": "mean"}, "missing: must be one of drop, impute; got 'mean'"),
+        ({"path": "t.csv", "missing": "mean"}, "missing: must be one of refuse, drop, impute; got 'mean'"),
         ({"path": "t.csv", "categorical": "city"}, "categorical: must be a list of strings"),
         ({"path": "t.csv", "positive": 1}, "positive: must be a string, got 1"),
         ({}, "path: required"),
@@ -134,7 +135,7 @@ def test_validate_options(table: Path) -> None:
     ]:
         with pytest.raises(ValueError, match=message):
             info.validate(options)
-    with pytest.raises(ValueError, match="missing: must be one of drop, impute"):
+    with pytest.raises(ValueError, match="missing: must be one of refuse, drop, impute"):
         data.load("csv", path=str(table), missing="mean", **OPTIONS)
     with pytest.raises(ValueError, match="path: required"):
         data.load("csv", **OPTIONS)
@@ -171,7 +172,9 @@ def test_clear_one_line_errors(table: Path, tmp_path: Path) -> None:
     assert "cannot parse" in _one_line_error(path=str(empty), **OPTIONS)
     gaps = tmp_path / "gaps.csv"
     gaps.write_text("a,b,y\n1,,yes\n,2,no\n")
-    assert "missing: impute" in _one_line_error(path=str(gaps), label="y", positive="yes")
+    refused = _one_line_error(path=str(gaps), label="y", positive="yes")  # nothing dropped unsaid
+    assert "2 of 2 rows (100%) have a missing value" in refused and "missing: drop" in refused
+    assert "missing: impute" in _one_line_error(path=str(gaps), label="y", positive="yes", missing="drop")
     infinite = tmp_path / "inf.csv"
     infinite.write_text("a,y\n1,yes\ninf,no\n")
     assert "column 'a' holds infinite values" in _one_line_error(path=str(infinite), label="y", positive="yes")
@@ -196,7 +199,7 @@ def test_numeric_labels_and_categorical_numbers(tmp_path: Path) -> None:
     path = tmp_path / "codes.csv"
     rows = ["x,zone,label"] + [f"{i / 10},{100 + i % 3},{i % 2}" for i in range(30)] + ["0.5,101,"]
     path.write_text("\n".join(rows) + "\n")
-    ds = data.load("csv", seed=0, path=str(path), categorical=["zone"])  # defaults: label "label", positive "1"
+    ds = data.load("csv", seed=0, path=str(path), categorical=["zone"], missing="drop")  # label "label", positive "1"
     X, y = all_rows(ds)
     assert X.shape[0] == 30 and (y == 1).sum() == 15
     assert ds.feature_names == ("x", "zone=100", "zone=101", "zone=102", "intercept")
@@ -220,3 +223,14 @@ def test_a_spec_keys_cells_by_the_file_content_and_seeds_splits_by_the_path_as_w
     after = spec.load(tmp_path / "exp.yaml").cells()[0]
     assert after.key != before.key and after.data_seed == before.data_seed
     assert spec.load(tmp_path / "exp.yaml").cells()[0].key == after.key
+
+
+def test_degenerate_files_are_refused_with_one_line(tmp_path: Path) -> None:
+    """A file too small for a split to mean anything, or whose split has one class, is refused."""
+    tiny = tmp_path / "tiny.csv"
+    tiny.write_text("a,y\n1,yes\n2,no\n3,yes\n")
+    assert "leaves 1 training row(s) of 3; at least 10" in _one_line_error(path=str(tiny), label="y", positive="yes")
+    single = tmp_path / "single.csv"
+    single.write_text("a,y\n" + "".join(f"{i},yes\n" for i in range(40)))
+    assert "every row of the training split has label +1" in _one_line_error(path=str(single), label="y",
+                                                                           positive="yes")
