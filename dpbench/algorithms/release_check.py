@@ -40,7 +40,7 @@ from functools import cached_property
 from typing import NamedTuple
 
 from dpbench.algorithms.releases import Declared, Tally
-from dpbench.core.ledger import Adjacency, Ledger
+from dpbench.core.ledger import Adjacency, Ledger, sampling_rate
 
 #: relative tolerance of a declared noise multiplier and clip-based sensitivity against the ledger's
 #: (the same numbers computed in another order)
@@ -94,14 +94,6 @@ class ReleaseCheck:
         skipped = [ASPECTS[c.aspect] for c in self.comparisons if c.status == "not compared"]
         return ("consistent: " + ", ".join(c.detail for c in self.comparisons if c.status == "ok")
                 + (f"; not compared: {', '.join(skipped)}" if skipped else ""))
-
-
-def sampling_rate(ledger: Ledger | Mapping) -> float | None:
-    """The ledger's `sampling.rate` (None where it states none)."""
-    sampling = ledger.get("sampling")
-    if isinstance(sampling, Mapping) and sampling.get("rate") is not None:
-        return float(sampling["rate"])
-    return None
 
 
 def sensitivity_factor(ledger: Ledger) -> float:

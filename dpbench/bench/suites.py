@@ -234,7 +234,7 @@ def steps_suite(data_dir: str | None = None, repeats: int = 1, *, data=None, mod
     Every step samples from all n rows at rate B/n, so examples/s = B * steps/s counts expected
     batch rows. `path` is "compiled" (`kernels.glm_sgd_steps`: logreg; what fits run) or "numpy"
     (the model's vectorised methods; the MLP has only this path). Plus one run of `long_run`
-    batch-1 logreg steps, in seconds (the issue's "50,000 steps in about 0.1 s"). Every point is
+    batch-1 logreg steps, in seconds (the speed target: 50,000 steps in about 0.1 s). Every point is
     also timed with the runner's release check (`_release_checked`), interleaved with the bare
     timing: `examples_per_s_checked` / `seconds_checked` (best runs) and `release_check_overhead`
     (the median over the pairs of checked time / bare time, - 1).

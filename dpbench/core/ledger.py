@@ -152,7 +152,15 @@ class Ledger(Mapping[str, Any]):
         return len(self.as_dict())
 
 
+def sampling_rate(ledger: Mapping[str, Any]) -> float | None:
+    """A ledger's `sampling.rate` (its stored form or a Ledger; None where it states none)."""
+    sampling = ledger.get("sampling")
+    if isinstance(sampling, Mapping) and sampling.get("rate") is not None:
+        return float(sampling["rate"])
+    return None
+
+
 _NAMED = {f.name for f in fields(Ledger)} - {"details", "adjacency", "spent_adjacency"}
 
 
-__all__ = ["Adjacency", "CLAIMS", "Claim", "Ledger"]
+__all__ = ["Adjacency", "CLAIMS", "Claim", "Ledger", "sampling_rate"]

@@ -33,7 +33,7 @@ from typing import Any
 
 from dataclasses import replace
 
-from dpbench.core.ledger import Ledger
+from dpbench.core.ledger import Ledger, sampling_rate
 from dpbench.privacy import events
 
 #: relative slack of "within the target" (what a calibration to the target may leave above it)
@@ -49,13 +49,6 @@ DATA_DEPENDENT = "data-dependent"
 NUMBERS_SLACK = 1e-9
 
 
-def _rate(ledger: Ledger) -> float | None:
-    sampling = ledger.get("sampling")
-    if isinstance(sampling, Mapping) and sampling.get("rate") is not None:
-        return float(sampling["rate"])
-    return None
-
-
 def _event_problems(ledger: Ledger, epsilon: float | None, delta: float | None,
                     recompute: bool) -> tuple[list[str], dict[str, float] | None]:
     """(problems, epsilon recomputed) of the ledger's stated event (module docstring)."""
@@ -66,7 +59,7 @@ def _event_problems(ledger: Ledger, epsilon: float | None, delta: float | None,
     out = []
     steps = events.gaussian_steps(event)
     if steps is not None and ledger.get("noise_multiplier") is not None:  # a ledger of Gaussian steps: z, q, T
-        stated = {"noise multiplier": ledger.get("noise_multiplier"), "sampling rate": _rate(ledger),
+        stated = {"noise multiplier": ledger.get("noise_multiplier"), "sampling rate": sampling_rate(ledger),
                   "steps": ledger.get("steps")}
         for (name, said), value in zip(stated.items(), steps):
             if said is not None and abs(float(said) - value) > NUMBERS_SLACK * max(abs(value), 1e-300):
