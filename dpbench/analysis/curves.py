@@ -49,7 +49,8 @@ def runs_table(records: list[dict]) -> pd.DataFrame:
         row["population_lstar"] = r.get("population_lstar")
         row["params"] = json.dumps(r["params"], sort_keys=True)
         row.update(r["metrics"])
-        row["dp_claim"] = claim_check.checked_claim(privacy, r.get("epsilon"), r.get("delta"))  # "valid" checked
+        # "valid" checked; dp_check: why dpbench's own checks (read time, or the runner's) turned a claim
+        row["dp_claim"], row["dp_check"] = claim_check.stored_check(privacy, r.get("epsilon"), r.get("delta"))
         row["weak_delta"] = bool(privacy.get("weak_delta"))
         row["claim_basis"] = claim_check.stored_basis(privacy) or ""
         row["scaling_data_dependent"] = _scaling_data_dependent(r, privacy)
@@ -358,7 +359,7 @@ def curves_table(selected: dict[str, pd.DataFrame]) -> pd.DataFrame:
                          "dataset": group["dataset"].iloc[0], "model": group["model"].iloc[0],
                          "params": group["params"].mode().iloc[0], "selected_by": group["selected_by"].iloc[0],
                          "candidates": int(group["candidates"].iloc[0]),
-                         "dp_claim": group["curve_claim"].iloc[0],
+                         "dp_claim": group["curve_claim"].iloc[0], "dp_check": _checks(group),
                          "eps_end_to_end": group["eps_end_to_end"].max(),
                          "eps_rdp": group["eps_rdp"].max(), "eps_pld": group["eps_pld"].max(),
                          "noise_free_fraction": group["noise_free_fraction"].mean(),
@@ -370,6 +371,15 @@ def curves_table(selected: dict[str, pd.DataFrame]) -> pd.DataFrame:
     out = with_ci(pd.DataFrame(rows))
     return out.sort_values(["metric", "dataset_label", "model_label", "label", "epsilon"],
                            na_position="first").reset_index(drop=True)
+
+
+def _checks(group: pd.DataFrame) -> str:
+    """What dpbench's own checks found in a curve point's runs (`dp_check` of `runs_table`): the
+    first reason, and how many of the runs had one; "" when none did."""
+    reasons = [r for r in group.get("dp_check", pd.Series(dtype=object)).fillna("") if r]
+    if not reasons:
+        return ""
+    return reasons[0] + (f" ({len(reasons)} of {len(group)} runs)" if len(group) > 1 else "")
 
 
 def summary_table(curves: pd.DataFrame, metric: str) -> pd.DataFrame:

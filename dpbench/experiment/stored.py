@@ -24,10 +24,11 @@ from dpbench.experiment.layout import CURVES_FILE, RUNS_FILE, TRACE_CURVES_FILE,
 #: text columns of `curves.runs_table`; read as strings whatever they look like (a cell key such as
 #: "1234e567..." would otherwise parse as a number, a label "NA" as missing)
 RUNS_TEXT = ("key", "label", "algorithm", "dataset", "dataset_label", "model", "model_label", "problem",
-             "dataset_panel", "params", "dp_claim", "privacy", "tuning", "selection", "plugin", "claim_basis")
+             "dataset_panel", "params", "dp_claim", "privacy", "tuning", "selection", "plugin", "claim_basis",
+             "dp_check")
 #: text columns of `curves.curves_table`
 CURVES_TEXT = ("label", "dataset_label", "model_label", "algorithm", "dataset_panel", "dataset", "model", "params",
-               "selected_by", "dp_claim", "metric", "partial")
+               "selected_by", "dp_claim", "metric", "partial", "dp_check")
 #: text columns of `curves.trace_curves`
 TRACE_TEXT = ("label", "dataset_label", "model_label", "algorithm", "dataset_panel", "model", "metric", "dp_claim",
               "params")
@@ -74,7 +75,7 @@ def load_runs(exp, results: str | Path = "results") -> pd.DataFrame:
         runs = _read(path, RUNS_TEXT)
     except (OSError, ValueError, EOFError) as exc:
         raise StoredTableError(f"{path}: unreadable ({exc}); restore it (git checkout -- {path})") from None
-    for column in ("tuning", "plugin", "claim_basis"):  # runs_table writes "" for a run without them
+    for column in ("tuning", "plugin", "claim_basis", "dp_check"):  # runs_table writes "" for a run without them
         if column in runs:
             runs[column] = runs[column].fillna("")
     for column in ("dp_claim",):  # None in runs_table (no claim in the ledger), "" on disk

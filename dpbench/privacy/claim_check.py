@@ -137,22 +137,34 @@ def checked(ledger: Ledger, epsilon: float | None, delta: float | None) -> Ledge
         ledger = replace(ledger, epsilon_recomputed=recomputed)
     if not found:
         return ledger
-    return ledger.with_claim("paper-only", "dpbench's ledger check: " + "; ".join(found))
+    return ledger.with_claim("paper-only", f"{CHECK_PREFIX} ledger check: " + "; ".join(found))
 
 
 def checked_claim(stored: Mapping[str, Any], epsilon: float | None, delta: Any = None) -> str | None:
     """The claim of a stored ledger (its flat form) after `checked` against the run's epsilon and
     delta (a delta that is not a number, e.g. an unevaluated expression, is not checked)."""
+    return stored_check(stored, epsilon, delta)[0]
+
+
+#: how the reason of a claim dpbench's own checks turned begins (this module's and the runner's release check)
+CHECK_PREFIX = "dpbench's"
+
+
+def stored_check(stored: Mapping[str, Any], epsilon: float | None, delta: Any = None) -> tuple[str | None, str]:
+    """(claim, why dpbench's checks turned it) of a stored ledger: `checked_claim`'s claim, and the
+    reason when a check of dpbench's (this one now, or the runner's when the run was stored) made
+    it paper-only, else ""."""
     if not stored:
-        return None
-    if stored.get("claim") != "valid":  # only a "valid" is checked: the others need no Ledger built
-        return stored.get("claim")
+        return None, ""
+    reason = str(stored.get("claim_reason") or "")
+    if stored.get("claim") != "valid":
+        return stored.get("claim"), reason if reason.startswith(CHECK_PREFIX) else ""
     try:
         delta = None if delta is None else float(delta)
     except (TypeError, ValueError):
         delta = None
-    ledger = Ledger.from_dict(stored)
-    return "paper-only" if problems(ledger, epsilon, delta, stored=True) else ledger.claim
+    found = problems(Ledger.from_dict(stored), epsilon, delta, stored=True)
+    return ("paper-only", f"{CHECK_PREFIX} ledger check: " + "; ".join(found)) if found else ("valid", "")
 
 
 def stored_basis(stored: Mapping[str, Any]) -> str | None:
@@ -162,5 +174,5 @@ def stored_basis(stored: Mapping[str, Any]) -> str | None:
     return basis(Ledger.from_dict(stored))
 
 
-__all__ = ["DATA_DEPENDENT", "NUMBERS_SLACK", "RECOMPUTE_SLACK", "SLACK", "basis", "checked", "checked_claim", "problems",
-           "stored_basis"]
+__all__ = ["CHECK_PREFIX", "DATA_DEPENDENT", "NUMBERS_SLACK", "RECOMPUTE_SLACK", "SLACK", "basis", "checked",
+           "checked_claim", "problems", "stored_basis", "stored_check"]

@@ -198,6 +198,7 @@ def build_groups(exp: Experiment, runs: pd.DataFrame, selected: dict[str, pd.Dat
                 "label": key[0], "dataset": key[1], "model": key[2], "epsilon": key[3], "metric": metric,
                 "selected_by": _json_value(first.get("selected_by")), "score": score,
                 "curve_claim": _json_value(curve.get("dp_claim")) or None,
+                "dp_check": _json_value(curve.get("dp_check")) or None,  # why dpbench's own checks turned a claim
                 "eps_end_to_end": _json_value(curve.get("eps_end_to_end")),
                 "candidates": cands, "shared_params": shared, "runs": runs_out})
     return groups

@@ -7,6 +7,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -115,6 +116,12 @@ def test_the_runs_table_checks_every_stored_record():
                           "val_accuracy": 0.9}, "privacy": stored}
     table = curves.runs_table([record, {**record, "key": "k2", "privacy": _ledger().as_dict()}])
     assert table.set_index("key")["dp_claim"].to_dict() == {"k": "paper-only", "k2": "valid"}
+    # the reason is named in the runs table and carried into the curve point (first reason, how many runs)
+    assert table.set_index("key").loc["k", "dp_check"] == \
+        "dpbench's ledger check: the epsilon spent 3 exceeds the target 1"
+    table["selected_by"], table["candidates"], table["curve_claim"], table["eps_end_to_end"] = "x", 1, "c", np.nan
+    point = curves.curves_table({"accuracy": table})
+    assert point["dp_check"].iloc[0] == "dpbench's ledger check: the epsilon spent 3 exceeds the target 1 (1 of 2 runs)"
     assert json.loads(table.set_index("key").loc["k", "privacy"])["claim"] == "valid"  # the fit's word, kept
 
 

@@ -196,6 +196,7 @@
     var summary = [["metric (this point)", g.metric], ["value drawn", point ? point.y : null]];
     if (point && fig && fig.x_title && !(g.epsilon === null && fig.x_title.indexOf("ε") >= 0)) summary.push([fig.x_title, point.x]);
     summary.push(["curve's guarantee", g.epsilon === null ? "none: a non-private baseline" : (g.curve_claim || "none")]);
+    if (g.dp_check) summary.push(["dpbench's checks found", g.dp_check]);
     if (g.eps_end_to_end !== null) summary.push(["ε end to end (tuning + training)", g.eps_end_to_end]);
     summary.push(["selected by", (g.selected_by || "–") + " (" + g.candidates.length + " candidate" + (g.candidates.length === 1 ? "" : "s") + ")"]);
     nodes.push(dl(summary));
