@@ -104,10 +104,10 @@ def test_check_finds_the_profile_with_a_reference_before_any_work(tmp_path, tiny
     runner = CliRunner()
     results = tmp_path / "results"
     base = ["check", str(tiny_spec), "--results", str(results), "--data", str(data_dir), "--no-progress"]
-    made = runner.invoke(main, [*base, "--profile", "ci", "--update", "--no-envelope"])
+    made = runner.invoke(main, [*base, "--profile", "ci", "--update", "--no-envelope", "--reuse"])
     assert made.exit_code == 0, made.output
     assert (results / "tiny" / "reference-ci.csv").is_file()
-    found = runner.invoke(main, base)
+    found = runner.invoke(main, [*base, "--reuse"])  # the ci cells stored by --update: nothing recomputed
     assert found.exit_code == 0, found.output
     assert "no reference for the full profile; checking the ci profile" in found.output
     missing = runner.invoke(main, [*base, "--profile", "full"])
