@@ -123,6 +123,7 @@ def _time_opacus(X, y, model_name: str, B: int, mode: str, min_time: float) -> d
                                                                    **common)
     else:
         raise ValueError(f"unknown Opacus mode {mode!r} (expected one of {MODES})")
+    corrected = _expected_batch_size(optimizer, len(X) / len(loader))
     module.train()
     batches = iter(loader)
 
@@ -150,8 +151,25 @@ def _time_opacus(X, y, model_name: str, B: int, mode: str, min_time: float) -> d
         elapsed = time.perf_counter() - started
         if elapsed >= min_time:
             break
+    finite = all(bool(torch.isfinite(p).all()) for p in module.parameters())
     return {"steps": steps, "examples": examples, "timed_seconds": elapsed,
-            "sample_rate": 1.0 / len(loader), "expected_batch_size": len(X) / len(loader)}
+            "sample_rate": 1.0 / len(loader), "expected_batch_size": len(X) / len(loader),
+            "finite_parameters": finite, **({"expected_batch_size_corrected_from": corrected}
+                                            if corrected is not None else {})}
+
+
+def _expected_batch_size(optimizer, expected: float) -> int | None:
+    """Set the DP optimizer's `expected_batch_size` (what it divides the noisy sum by) to round(n q)
+    where Opacus' own `int(n * sample_rate)` truncated it: at B = 1, n * (1/n) is 0.999... in floating
+    point, so Opacus 1.6 stores 0 and averages by dividing by zero, and every parameter becomes
+    infinite after the first step (its timing would then be of inf arithmetic). Returns the value it
+    replaced, None when Opacus' was right."""
+    wanted = max(1, round(expected))
+    had = getattr(optimizer, "expected_batch_size", None)
+    if had is None or had == wanted:
+        return None
+    optimizer.expected_batch_size = wanted
+    return int(had)
 
 
 def opacus_suite(data_dir: str | None = None, repeats: int = 1, *, data=None, models: tuple[str, ...] = MODELS,
@@ -161,7 +179,9 @@ def opacus_suite(data_dir: str | None = None, repeats: int = 1, *, data=None, mo
 
     Records as `bench._record` makes them (suite "opacus", measure "step"), plus `mode`,
     `framework`, `torch_threads`, `steps`, `examples`, `timed_seconds`, `steps_per_s` and
-    `expected_batch_size` (n / len(DataLoader), Opacus' own rounding of B). The best of `repeats`
+    `expected_batch_size` (n / len(DataLoader), Opacus' own rounding of B), `finite_parameters` (the
+    module's parameters after the timed steps) and, where Opacus' optimizer truncated its expected
+    batch size (B = 1: 0), `expected_batch_size_corrected_from` (`_expected_batch_size`). The best of `repeats`
     timed stretches is kept. A (mode, shape) that raises is recorded with `error`, not aborted.
     """
     import warnings
@@ -208,7 +228,9 @@ def opacus_suite(data_dir: str | None = None, repeats: int = 1, *, data=None, mo
                             examples_per_s=best["examples"] / best["timed_seconds"],
                             steps_per_s=best["steps"] / best["timed_seconds"], steps=best["steps"],
                             examples=best["examples"], timed_seconds=best["timed_seconds"],
-                            expected_batch_size=best["expected_batch_size"], **extra))
+                            expected_batch_size=best["expected_batch_size"],
+                            finite_parameters=best["finite_parameters"],
+                            **{k: best[k] for k in ("expected_batch_size_corrected_from",) if k in best}, **extra))
     finally:
         torch.set_num_threads(previous_threads)
     return records
@@ -222,7 +244,8 @@ def compare(dpbench_records: list[dict], opacus_records: list[dict], target: flo
     """One row per (model, batch_size): dpbench's best path, Opacus per mode, ratio to the faster mode.
 
     dpbench values come from the `steps` suite's "step" records (other suites and measures are
-    ignored); Opacus values from suite "opacus" records without `error`. `ratio` is None when
+    ignored); Opacus values from suite "opacus" records without `error` whose parameters stayed
+    finite (`finite_parameters`). `ratio` is None when
     either side has no value for the shape.
     """
     dp: dict[tuple, dict] = {}
@@ -234,7 +257,8 @@ def compare(dpbench_records: list[dict], opacus_records: list[dict], target: flo
             dp[key] = rec
     op: dict[tuple, dict[str, float]] = {}
     for rec in opacus_records:
-        if rec.get("suite") != "opacus" or "error" in rec or not _finite(rec.get("examples_per_s")):
+        if rec.get("suite") != "opacus" or "error" in rec or not _finite(rec.get("examples_per_s")) \
+                or rec.get("finite_parameters") is False:  # steps of inf arithmetic are not DP-SGD steps
             continue
         modes = op.setdefault((rec["model"], int(rec["batch_size"])), {})
         modes[rec["mode"]] = max(modes.get(rec["mode"], 0.0), rec["examples_per_s"])

@@ -51,6 +51,7 @@ import pandas as pd
 from dpbench.data import bounds as feature_bounds
 from dpbench.data.base import Dataset
 
+
 class DegenerateSplit(ValueError):
     """A split that cannot mean anything: too few training rows, or one class."""
 

@@ -29,9 +29,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
-
 from dataclasses import replace
+from typing import Any
 
 from dpbench.core.ledger import Ledger, sampling_rate
 from dpbench.privacy import events

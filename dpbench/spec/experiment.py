@@ -188,6 +188,6 @@ def claims(value: Any) -> tuple:
 
 
 __all__ = ["ALGORITHM_KEYS", "AUDIT_ENTRY_KEYS", "AUDIT_KEYS", "AlgorithmSpec", "Component", "DEFAULT_PROFILE",
-           "Experiment", "FIGURE_KEYS", "FigureSpec", "MAX_CELLS", "ONE_RUN_KEYS", "OPTIMUM_DEFAULTS", "SWEEP_KEYS",
-           "SpecError", "TOP_KEYS", "TUNING_DEFAULTS", "TUNING_SCORES", "apply_profile", "check_size", "from_dict",
-           "load", "tuning_draws"]
+           "Experiment", "FIGURE_KEYS", "FigureSpec", "MAX_CELLS", "ONE_RUN_KEYS", "OPTIMUM_DEFAULTS",
+           "ORDINARY_EPSILONS", "SWEEP_KEYS", "SpecError", "TOP_KEYS", "TUNING_DEFAULTS", "TUNING_SCORES",
+           "apply_profile", "check_size", "extreme_epsilons", "from_dict", "load", "tuning_draws"]

@@ -138,3 +138,25 @@ def test_opacus_suite_tiny():
         assert rec["torch_threads"] >= 1
     rows = bench_opacus.compare([], records)
     assert len(rows) == 4 and all(r["ratio"] is None for r in rows)
+    # every timed stretch trained finite parameters: at B = 1 Opacus' own expected batch size, int(n (1/n)),
+    # truncates to 0 (0.999... in floating point) and was corrected to 1
+    assert all(rec["finite_parameters"] for rec in records)
+    assert {rec.get("expected_batch_size_corrected_from") for rec in records if rec["batch_size"] == 1} <= {0, None}
+
+
+def test_opacus_expected_batch_size_is_corrected_where_it_truncates_and_compare_skips_infinite_training():
+    class Optimizer:  # what the correction reads and writes of Opacus' DPOptimizer
+        expected_batch_size = int(45222 * (1.0 / 45222))  # Opacus 1.6's own rule at B = 1: 0
+
+    opt = Optimizer()
+    assert opt.expected_batch_size == 0
+    assert bench_opacus._expected_batch_size(opt, 45222 / 45222) == 0 and opt.expected_batch_size == 1
+    assert bench_opacus._expected_batch_size(opt, 1.0) is None  # right already: left alone
+    dp = [{"suite": "steps", "measure": "step", "model": "logreg", "batch_size": 1, "examples_per_s": 5e5,
+           "path": "compiled"}]
+    op = [{"suite": "opacus", "measure": "step", "model": "logreg", "batch_size": 1, "mode": "hooks",
+           "examples_per_s": 9e9, "finite_parameters": False},
+          {"suite": "opacus", "measure": "step", "model": "logreg", "batch_size": 1, "mode": "ghost",
+           "examples_per_s": 1e3, "finite_parameters": True}]
+    (row,) = bench_opacus.compare(dp, op)
+    assert row["opacus_hooks_examples_per_s"] is None and row["ratio"] == pytest.approx(500.0)
