@@ -17,6 +17,7 @@ claimed-against-audited chart of an audits table. Nothing here reads files or mo
 from __future__ import annotations
 
 import json
+import re
 from html import escape
 from typing import Callable
 
@@ -24,6 +25,7 @@ import matplotlib.colors
 import numpy as np
 import pandas as pd
 
+from dpbench.algorithms.base import REGISTRY as ALGORITHMS
 from dpbench.analysis.curves import RATES, fit_rate, reference_curve
 from dpbench.figures.audit import THREAT_SHORT, audit_rows
 from dpbench.figures.bands import band, log_floor
@@ -37,6 +39,11 @@ DASHES = {"-": "solid", "--": "dash", "-.": "dashdot", ":": "dot"}
 #: what x means in hover text, by the view's x column
 X_NAMES = {"epsilon": "ε", "n_train": "n", "n_features": "d", "step": "iteration"}
 BAND_OPACITY = 0.18
+#: a mean <= 0 (a non-private optimality gap is exactly 0) on a log axis: drawn at the panel's floor with an
+#: open down-triangle, as the PNG draws it (figures.bands.floor_markers, figures.frame.LOG_NOTE)
+FLOOR_SYMBOL = "triangle-down-open"
+FLOOR_COLOUR = "#4d4d4d"
+FLOOR_ENTRY = "mean ≤ 0 (e.g. a gap of exactly 0), drawn at the floor of the log axis"
 
 #: the group id of a row (its privacy ledger, dpbench.report.site), or None without one
 GroupOf = Callable[[pd.Series], "int | None"]
@@ -66,6 +73,50 @@ def params_text(params: str | dict | float | None) -> str:
     if not isinstance(params, dict):
         return ""
     return ", ".join(f"{k}={v}" for k, v in params.items() if v is not None)
+
+
+#: the method a parameter's declaration says it serves: its doc ends with "(sgd)", "(L-BFGS)" or "(sgd; ...)"
+_SERVES = re.compile(r"\(([^();]+)(?:;[^()]*)?\)\s*$")
+
+
+def _method_key(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", str(text).lower())
+
+
+def used_params(algorithm: str | None, params: str | dict | float | None) -> dict | str | float | None:
+    """`params` without the settings the curve's method does not use.
+
+    The rule: where an algorithm declares a `method` parameter with `choices` (`nonprivate`: lbfgs or
+    sgd), a parameter whose declaration (core.registry.Param.doc) ends with one of those choices in
+    parentheses ("passes over the data (sgd)", "random restarts ... (L-BFGS)"; case, "-" and "; more"
+    ignored) serves that method only, and is left out when the curve's `method` is another one. So a
+    non-private L-BFGS curve shows method and restarts, not the SGD settings (epochs, batch_size, lr,
+    lr_schedule, trace_every) it ignores. Anything else (no such declaration, an unknown algorithm, a
+    plugin that does not load) is returned as given."""
+    if isinstance(params, str) and params:
+        try:
+            params = json.loads(params)
+        except ValueError:
+            return params
+    if not isinstance(params, dict) or "method" not in params or not isinstance(algorithm, str):
+        return params
+    try:
+        declared = {p.name: p for p in ALGORITHMS[algorithm].params}
+    except Exception:  # noqa: BLE001 - a plugin that does not load here: its hover shows every setting
+        return params
+    method = declared.get("method")
+    if method is None or not method.choices:
+        return params
+    methods = {_method_key(c) for c in method.choices}
+    used = _method_key(params["method"])
+    out = {}
+    for name, value in params.items():
+        serves = _SERVES.search(declared[name].doc) if name in declared else None
+        serves = _method_key(serves.group(1)) if serves else ""
+        if serves in methods and serves != used:
+            continue
+        out[name] = value
+    return out
 
 
 HOVER_WIDTH = 52  # characters per hover line: a panel is ~400 px wide at its narrowest
@@ -135,8 +186,8 @@ def _hover(row: pd.Series, view: View, metric: str, x: float, mean: float, panel
     lines = [f"<b>{name}</b> · {escape(panel)}", where,
              f"{escape(metric)}: {_fmt(row['mean'])}{ci}, {seeds} seed{'s' if seeds != 1 else ''}"]
     if mean != row["mean"]:
-        lines.append(f"drawn at the log panel's floor {_fmt(mean)} (mean ≤ 0)")
-    chosen = params_text(row.get("params"))
+        lines.append(f"▽ {_fmt(row['mean'])}, drawn at the floor {_fmt(mean)} of the log axis (a mean ≤ 0 has no log)")
+    chosen = params_text(used_params(row.get("algorithm"), row.get("params")))
     if chosen:
         k = row.get("candidates")
         among = f" among {int(k)} candidates" if pd.notna(k) and int(k) > 1 else ""
@@ -162,8 +213,11 @@ def interactive_figure(shown: pd.DataFrame, view: View, metric: str, *, title: s
     """The JSON-able description of one interactive figure, or None when no row has `metric`.
 
     {"id", "title", "x_title", "y_title", "x_log", "y_log", "legend": [{"name", "colour", "dash",
-    "filled", "marker" (False: a line without markers)}], "panels": [{"title", "traces": [plotly.js
-    trace, ...]}]}. A band trace (fill
+    "filled", "symbol" (the plotly.js marker symbol of the entry's line traces), "marker" (False: a line
+    without markers), "key" (True: explains a marker, hides nothing)}], "panels": [{"title", "traces":
+    [plotly.js trace, ...]}]}. A mean <= 0 on a log axis is drawn at the panel's floor with
+    `FLOOR_SYMBOL` in place of its curve's marker (the trace's marker.symbol is then a list), its hover
+    says so, and the legend gets the `FLOOR_ENTRY` key. A band trace (fill
     between the 95% interval edges, no hover) precedes its line and shares its `legendgroup`, so
     hiding a legend entry hides both. `reference`, `reference_curve`: the figure's options of the
     same names (a paper's rate fitted per panel, `_rate_traces`).
@@ -196,7 +250,8 @@ def interactive_figure(shown: pd.DataFrame, view: View, metric: str, *, title: s
             traces += _rate_traces(panel, view, reference, reference_curve, legend)
         panels.append({"title": name, "traces": traces})
     return {"id": figure_id, "title": title, "x_title": view.x_title, "y_title": y_title(metric),
-            "x_log": view.x_log, "y_log": bool(log_y), "legend": list(legend.values()), "panels": panels}
+            "x_log": view.x_log, "y_log": bool(log_y), "panels": panels,
+            "legend": sorted(legend.values(), key=lambda e: bool(e.get("key")))}  # keys last, the rest as met
 
 
 def _line_traces(line: pd.DataFrame, view: View, metric: str, floor: float | None, panel: str, label: str,
@@ -207,7 +262,7 @@ def _line_traces(line: pd.DataFrame, view: View, metric: str, floor: float | Non
     xs = _xs(line, view)
     order = np.argsort(xs, kind="stable")
     line, xs = line.iloc[order], xs[order]
-    mean, lo, hi, _ = band(line, metric, floor)
+    mean, lo, hi, at_floor = band(line, metric, floor)
     private = line["epsilon"].notna().any()
     if private:
         style, filled, suffix = claim_status(line)
@@ -226,8 +281,12 @@ def _line_traces(line: pd.DataFrame, view: View, metric: str, floor: float | Non
         span = (x_private.min(), x_private.max()) if x_private.size else (0.01, 10.0)
         xs = np.geomspace(span[0], span[1], 5)
         mean, lo, hi = (np.full(5, v[0]) for v in (mean, lo, hi))
-        groups, hovers = groups[:1] * 5, hovers[:1] * 5
-    legend.setdefault(entry, {"name": entry, "colour": colour, "dash": dash, "filled": symbol == "circle"})
+        groups, hovers, at_floor = groups[:1] * 5, hovers[:1] * 5, np.repeat(at_floor[:1], 5)
+    legend.setdefault(entry, {"name": entry, "colour": colour, "dash": dash, "filled": symbol == "circle",
+                              "symbol": symbol})
+    if at_floor.any():
+        legend.setdefault(FLOOR_ENTRY, {"name": FLOOR_ENTRY, "colour": FLOOR_COLOUR, "dash": "none", "filled": False,
+                                        "symbol": FLOOR_SYMBOL, "group": FLOOR_ENTRY, "key": True})
     x_list = [float(x) for x in xs]
     band_trace = {"type": "scatter", "mode": "lines", "x": x_list + x_list[::-1],
                   "y": [float(v) for v in hi] + [float(v) for v in lo[::-1]], "fill": "toself",
@@ -241,6 +300,11 @@ def _line_traces(line: pd.DataFrame, view: View, metric: str, floor: float | Non
                   "legendgroup": entry, "showlegend": False, "name": entry}
     if view.x == "step" and len(x_list) > 30:  # long traces: markers would hide the line
         line_trace["mode"] = "lines"
+    if at_floor.any():  # a mean <= 0 on a log axis: a ▽ at the floor instead of the curve's marker, as in the PNG
+        line_trace["marker"]["symbol"] = [FLOOR_SYMBOL if low else symbol for low in at_floor]
+        plain = 7 if line_trace["mode"] == "lines+markers" else 0  # a long trace: only its ▽ get markers
+        line_trace["mode"] = "lines+markers"
+        line_trace["marker"]["size"] = [9 if low else plain for low in at_floor]
     marks = _claim_mark_traces(line, xs, mean, colour, entry, groups) if private else []
     return [band_trace, line_trace, *marks]
 
@@ -358,7 +422,7 @@ def audit_figure(audits: pd.DataFrame, audit_ids: list[int], figure_id: str = "a
                            "customdata": [int(i) for i in pick["_id"]], "legendgroup": name, "name": name,
                            "showlegend": False})
             legend[name] = {"name": name, "colour": AUDIT_COLOURS[kind], "dash": "none",
-                            "filled": symbol == "circle"}
+                            "filled": symbol == "circle", "symbol": symbol}
     return {"id": figure_id, "title": "audited lower bound against claimed ε", "x_title": "claimed ε",
             "y_title": "audited lower bound on ε (95%)", "x_log": False, "y_log": False,
             "legend": list(legend.values()), "panels": [{"title": "all audits", "traces": traces}]}
@@ -378,4 +442,4 @@ def _audit_hover(row: pd.Series) -> str:
     return "<br>".join(lines)
 
 
-__all__ = ["interactive_figure", "audit_figure", "params_text", "y_title"]
+__all__ = ["audit_figure", "interactive_figure", "params_text", "used_params", "y_title"]

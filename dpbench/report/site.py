@@ -353,7 +353,7 @@ click it for its privacy ledger. Click a legend entry to hide or show a method. 
 guarantee covers: solid with filled markers, valid for the curve as drawn; solid with open markers, valid per
 run only (hyperparameters selected without privacy, δ ≥ 1/n, or features scaled with their own ranges);
 dash-dot, ε claimed by the paper only; dotted, ε not certified; dashed, non-private. ★ / ✕: a claim of the Claims table holds / fails at that
-point with significance.</p>
+point with significance. ▽: a mean ≤ 0 (a gap of exactly 0) on a log axis, drawn at the panel's floor.</p>
 <div id="figure-list"></div></section>
 {audits}
 {claims}

@@ -70,8 +70,8 @@ def browser():
     driver.quit()
 
 
-def _open(driver, path: Path, timeout: float = 60.0) -> None:
-    driver.set_window_size(1280, 800)
+def _open(driver, path: Path, timeout: float = 60.0, width: int = 1280) -> None:
+    driver.set_window_size(width, 800)
     driver.get(path.as_uri())
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -192,3 +192,52 @@ def test_audit_row_opens_its_fields(site, browser):
     row.click()
     ledger = browser.find_element(By.ID, "ledger")
     assert ledger.is_displayed() and "epsilon_lower_bound" in ledger.text and "claimed_epsilon" in ledger.text
+
+
+#: each drawn panel's plot area, title and modebar (client rectangles), and the claims table's widths
+LAYOUT = """
+var boxes = [];
+document.querySelectorAll('.plot').forEach(function (d) {
+  var r = function (s) { var e = d.querySelector(s); if (!e) return null; var b = e.getBoundingClientRect();
+    return b.width && b.height ? {left: b.left, right: b.right, top: b.top, bottom: b.bottom} : null; };
+  boxes.push({id: d.getAttribute('data-figure') + '/' + d.getAttribute('data-panel'),
+              plot: r('.nsewdrag') || r('.bglayer rect') || r('svg.main-svg'), title: r('.gtitle'),
+              modebar: r('.modebar'),
+              points: Math.max.apply(null, Array.from(d.querySelectorAll('.scatterlayer .points path'))
+                .map(function (p) { return p.getBoundingClientRect().right; }).concat([-1]))});
+});
+var t = document.querySelector('table.claims'), w = t && t.closest('.table-wrap');
+return {width: document.documentElement.clientWidth, boxes: boxes,
+        claims: w ? [w.scrollWidth, w.clientWidth] : (t ? [t.scrollWidth, t.clientWidth] : null)};
+"""
+
+
+def _overlap(a: dict, b: dict) -> bool:
+    return a["left"] < b["right"] and b["left"] < a["right"] and a["top"] < b["bottom"] and b["top"] < a["bottom"]
+
+
+@pytest.mark.parametrize("width", [400, 1280])
+def test_charts_fit_the_window_and_the_toolbar_leaves_the_titles(site, browser, tmp_path, width):
+    """At 400 and 1280 px every panel's plot area lies inside the window (the last ε is not cut),
+    plotly's toolbar never covers a panel's title, and the claims table needs no horizontal
+    scrolling at 1280 px (its quote column wraps)."""
+    for name in ("quickstart.html", "audit.html", "my_algorithm.html"):
+        _open(browser, site / name, width=width)  # loaded at that width, not resized to it
+        layout = browser.execute_script(LAYOUT)
+        browser.save_screenshot(str(tmp_path / f"{name}-{width}.png"))
+        assert layout["boxes"], name
+        for box in layout["boxes"]:
+            assert box["plot"], (name, box)
+            assert box["plot"]["left"] >= -1 and box["plot"]["right"] <= layout["width"] + 1, (name, width, box)
+            assert box["points"] <= min(box["plot"]["right"], layout["width"]) + 6, (name, width, box)  # the last x
+            if box["modebar"] and box["title"]:
+                assert not _overlap(box["modebar"], box["title"]), (name, width, box)
+        if name == "quickstart.html":  # the legend draws the panels' markers: the non-private line's open square
+            symbols = browser.execute_script(
+                "return Array.from(document.querySelectorAll('.legend li')).map(function (li) {"
+                " var p = li.querySelector('path[data-symbol]'); return [li.textContent, p && p.dataset.symbol]; });")
+            assert ["nonprivate", "square-open"] in symbols, symbols
+            assert any("drawn at the floor" in s and sym == "triangle-down-open" for s, sym in symbols), symbols
+        if width == 1280 and layout["claims"]:
+            scroll, client = layout["claims"]
+            assert scroll <= client, f"{name}: the claims table scrolls sideways at 1280 px ({scroll} > {client})"

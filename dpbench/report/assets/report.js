@@ -32,6 +32,29 @@
   // ---- figures -------------------------------------------------------------------------------
   var DASH_SVG = { solid: "", dash: "6,3", dashdot: "6,2,1.5,2", dot: "1.5,2.5", none: "" };
 
+  // a plotly.js marker symbol (the traces' marker.symbol, charts.py) as an SVG path centred at (15, 6),
+  // so the legend shows the marker the panels draw; "-open": outline only
+  var SYMBOL_PATHS = {
+    circle: "M18.5,6A3.5,3.5 0 1,1 11.5,6A3.5,3.5 0 1,1 18.5,6Z",
+    square: "M11.5,2.5H18.5V9.5H11.5Z",
+    diamond: "M15,1.5L19.5,6L15,10.5L10.5,6Z",
+    "triangle-up": "M15,1.8L19.2,9.5H10.8Z",
+    "triangle-down": "M15,10.2L19.2,2.5H10.8Z",
+    star: "M15,0.8L16.5,4.6L20.5,4.7L17.4,7.2L18.5,11.1L15,8.8L11.5,11.1L12.6,7.2L9.5,4.7L13.5,4.6Z",
+    x: "M11.5,2.5L18.5,9.5M18.5,2.5L11.5,9.5",
+    "x-thin": "M11.5,2.5L18.5,9.5M18.5,2.5L11.5,9.5",
+  };
+
+  function symbolPath(symbol) {
+    var open = /-open$/.test(symbol), base = symbol.replace(/-open$/, "");
+    var path = document.createElementNS("http://www.w3.org/2000/svg", "path");
+    path.setAttribute("d", SYMBOL_PATHS[base] || SYMBOL_PATHS.circle);
+    path.setAttribute("data-symbol", symbol);
+    path.filled = !open && base !== "x" && base !== "x-thin";
+    path.lines = base === "x" || base === "x-thin";
+    return path;
+  }
+
   function legendSwatch(entry) {
     var ns = "http://www.w3.org/2000/svg";
     var svg = document.createElementNS(ns, "svg");
@@ -44,25 +67,29 @@
       svg.appendChild(line);
     }
     if (entry.marker === false) return svg;  // a line without markers (a fitted rate, the majority class)
-    var dot = document.createElementNS(ns, "circle");
-    dot.setAttribute("cx", "15"); dot.setAttribute("cy", "6"); dot.setAttribute("r", "3.5");
-    dot.setAttribute("stroke", entry.colour); dot.setAttribute("stroke-width", "1.5");
-    dot.setAttribute("fill", entry.filled ? entry.colour : "white");
-    svg.appendChild(dot);
+    var mark = symbolPath(entry.symbol || (entry.filled ? "circle" : "circle-open"));
+    mark.setAttribute("stroke", entry.colour); mark.setAttribute("stroke-width", "1.5");
+    mark.setAttribute("fill", mark.filled ? entry.colour : (mark.lines ? "none" : "white"));
+    svg.appendChild(mark);
     return svg;
   }
 
+  // the title sits below plotly's toolbar (the modebar, top right, 26 px high), never under it
   function panelLayout(fig, panel) {
     return {
-      title: { text: panel.title, font: { size: 13 } },
+      title: { text: panel.title, font: { size: 13 }, x: 0.5, xanchor: "center", y: 1, yref: "container",
+               yanchor: "top", pad: { t: 30 } },
       xaxis: { type: fig.x_log ? "log" : "linear", title: { text: fig.x_title }, automargin: true, zeroline: false },
       yaxis: { type: fig.y_log ? "log" : "linear", title: { text: fig.y_title }, automargin: true, zeroline: false },
-      margin: { l: 60, r: 12, t: 36, b: 46 }, height: 320, showlegend: false, hovermode: "closest",
+      margin: { l: 60, r: 12, t: 54, b: 46 }, height: 340, autosize: true, showlegend: false, hovermode: "closest",
       hoverlabel: { align: "left" }, paper_bgcolor: "white", plot_bgcolor: "white",
     };
   }
 
-  var CONFIG = { responsive: true, displaylogo: false, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
+  // responsive: a panel follows its grid cell's width; narrow windows (a phone) get no toolbar at all
+  var NARROW = 700;
+  var CONFIG = { responsive: true, displaylogo: false, modeBarButtonsToRemove: ["lasso2d", "select2d"],
+                 displayModeBar: window.innerWidth >= NARROW ? "hover" : false };
 
   function drawFigure(fig) {
     var section = el("section", { class: "figure", id: "fig-" + fig.id });
@@ -102,6 +129,10 @@
     var plots = [];
     fig.legend.forEach(function (entry) {
       var group = entry.group || entry.name;
+      if (entry.key) {  // explains a marker (the ▽ at a log axis's floor): nothing to hide
+        legend.appendChild(el("li", { class: "key", "data-group": group }, [legendSwatch(entry), el("span", { text: entry.name })]));
+        return;
+      }
       var item = el("li", { tabindex: "0", role: "button", "aria-pressed": "true", "data-group": group },
         [legendSwatch(entry), el("span", { text: entry.name })]);
       function toggle() {
