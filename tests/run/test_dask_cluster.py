@@ -82,6 +82,8 @@ def test_cluster_run_matches_a_local_run(dask_cluster, tiny_spec, tmp_path, data
     pd.testing.assert_frame_equal(local, _records(exp, tmp_path / "cluster"), check_exact=True)
 
 
+# 23 s: `make test-slow` (CI keeps tests/run/test_runner_dask.py's kill of a run midway, 8 s, under 5 minutes)
+@pytest.mark.slow
 def test_killing_a_worker_mid_run_loses_no_stored_cell(dask_cluster, tmp_path, data_dir):
     from distributed import Client
 
