@@ -20,6 +20,7 @@ model's estimated L* never makes a gap negative; docs/methods/conventions.md, Op
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from typing import Callable
@@ -94,11 +95,19 @@ def _scaling_data_dependent(record: dict, privacy: dict) -> bool:
         return str(stated).startswith(claim_check.DATA_DEPENDENT)
     if not privacy.get("private"):
         return False
+    return _declared_data_dependent(record.get("dataset", ""),
+                                    json.dumps(record.get("dataset_options") or {}, sort_keys=True, default=str),
+                                    int(record.get("dataset_revision") or 0))
+
+
+@functools.lru_cache(maxsize=256)
+def _declared_data_dependent(dataset: str, options: str, revision: int) -> bool:
+    """What the data set's declaration says of its scaling (`dpbench.data.feature_bounds`), once per
+    (data set, options as JSON, revision) rather than once per stored record."""
     from dpbench.data import feature_bounds
 
     try:
-        known = feature_bounds(record.get("dataset", ""), record.get("dataset_options") or {},
-                               revision=int(record.get("dataset_revision") or 0))
+        known = feature_bounds(dataset, json.loads(options), revision=revision)
     except ValueError:  # a data set no longer (or never) registered: nothing known about it
         return False
     return bool(known) and known.get("kind") == "data-dependent"
