@@ -1,5 +1,5 @@
 # dpbench: every target installs what it needs into .venv first.
-#   make figures   fetch missing raw files (`dpbench data fetch`, a no-op when all are present), then run
+#   make figures   (DEVICE=gpu: the JAX path on a GPU, docs/gpu.md) fetch missing raw files (`dpbench data fetch`, a no-op when all are present), then run
 #                  every experiment in experiments/ (full profile), draw its figures and build the report
 #   make report    the static HTML report (results/index.html, one page per experiment) from the stored tables
 #   make fetch     download the original UCI files missing from $(DPBENCH_DATA) (needs the network)
@@ -8,6 +8,8 @@
 #   make docs      the documentation site (mkdocs.yml, docs/) into site/
 #   make check     every experiment's ci profile against its stored reference curves
 #   make test-slow the paper-scale tests (marker `slow`), left out of make test
+#   make bench-gpu on an NVIDIA GPU: install JAX's CUDA build, time the JAX path against the numpy path
+#                  (`dpbench bench --device gpu`) and run the quickstart there (docs/gpu.md)
 #   make bench-opacus  install the optional extra (torch + opacus), then compare dpbench's DP-SGD
 #                  steps with Opacus (`dpbench bench --against opacus`, results/bench-opacus.json)
 PYTHON ?= python3
@@ -24,14 +26,14 @@ STAMP := $(VENV)/.installed
 # installed with the extra; the extra's plain `torch>=2.0` could otherwise pull a multi-GB CUDA build
 TORCH ?= torch==2.13.0
 
-.PHONY: install test test-slow pytest check layers docs figures report fetch verify bench bench-opacus help
+.PHONY: install test test-slow pytest check layers docs figures report fetch verify bench bench-gpu bench-opacus help
 
 help:
-	@echo "make figures | make report | make fetch | make test (= layers + docs + check + pytest) | make check | make layers | make docs | make test-slow | make bench | make bench-opacus | make verify | make install"
+	@echo "make figures | make report | make fetch | make test (= layers + docs + check + pytest) | make check | make layers | make docs | make test-slow | make bench | make bench-gpu | make bench-opacus | make verify | make install"
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[test,dask,docs]"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[test,dask,docs,jax]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -53,8 +55,11 @@ test-slow: $(STAMP)
 check: $(STAMP)
 	$(BIN)/dpbench check $(EXPERIMENTS) --profile ci --jobs $(JOBS) --no-progress
 
+# DEVICE=gpu: the JAX path's families (DP-SGD, DP-GD, output and input perturbation) on the GPU, the rest on the
+# CPU (docs/gpu.md; needs JAX's CUDA build: .venv/bin/pip install 'jax[cuda12]'); jax-cpu: the same on JAX's CPU build
+DEVICE ?= cpu
 figures: fetch  # --allow-large: the committed seed counts (`dpbench decide`) give paper 003 ~80,000 cells
-	$(BIN)/dpbench run $(EXPERIMENTS) --jobs $(JOBS) --allow-large
+	$(BIN)/dpbench run $(EXPERIMENTS) --jobs $(JOBS) --allow-large --device $(DEVICE)
 	$(BIN)/dpbench report $(EXPERIMENTS)
 
 report: $(STAMP)
@@ -63,6 +68,13 @@ report: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/dpbench bench
 	OPENBLAS_NUM_THREADS=2 OMP_NUM_THREADS=2 $(BIN)/dpbench bench --suite steps --output results/bench-blas2.json
+
+# On a machine with an NVIDIA GPU (a few minutes): JAX's CUDA plugin, the JAX steps / many-trainings / audit
+# suites beside the numpy path (results/bench-gpu.json), then the quickstart on the GPU (results-gpu/)
+bench-gpu: $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check "jax[cuda12]"
+	$(BIN)/dpbench bench --device gpu --output results/bench-gpu.json
+	$(BIN)/dpbench run experiments/quickstart.yaml --device gpu --jobs 1 --results results-gpu --no-progress
 
 bench-opacus: $(STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check $(TORCH) -e ".[opacus]"

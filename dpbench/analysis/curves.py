@@ -67,12 +67,16 @@ def runs_table(records: list[dict]) -> pd.DataFrame:
                                    sort_keys=True) if tuning is not None else ""
         if r.get("plugin"):  # where a plugin's code came from (reference, SHA-256, version)
             row["plugin"] = json.dumps(r["plugin"], sort_keys=True)
+        if r.get("backend"):  # trained on the JAX path (`--device gpu | jax-cpu`); absent: the numpy path
+            row["backend"] = r["backend"]
         rows.append(row)
     df = pd.DataFrame(rows)
     if df.empty:
         return df
     if "plugin" in df:
         df["plugin"] = df["plugin"].fillna("")
+    if "backend" in df:
+        df["backend"] = df["backend"].fillna("numpy")
     candidates = df.groupby(GROUP, dropna=False)["params"].transform("nunique")
     df["selection"] = np.where(df["draw"].notna(), "private (PS22 random stopping)",
                                np.where(candidates > 1, "on validation data, not private", "none (one setting)"))
@@ -345,6 +349,18 @@ def with_ci(table: pd.DataFrame) -> pd.DataFrame:
     return table.drop(columns=["ci_low", "ci_high"], errors="ignore").assign(ci_low=low, ci_high=high)
 
 
+def _one_backend(group: pd.DataFrame, keys: tuple) -> str | None:
+    """The one code path that trained a curve's runs (column `backend`; None where the table has none).
+    The JAX path draws other random numbers than the numpy path: a curve never averages over both."""
+    if "backend" not in group:
+        return None
+    found = sorted(set(group["backend"]))
+    if len(found) > 1:
+        raise ValueError(f"the curve {dict(zip(GROUP, keys))} mixes cells of the {' and '.join(found)} paths; "
+                         f"draw each path's cells on their own (`--device`)")
+    return found[0]
+
+
 def curves_table(selected: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Long table: mean, std, sem, count and the 95% interval of the mean (`ci_low`, `ci_high`,
     `mean_ci`) per (algorithm, dataset, model, epsilon, metric).
@@ -360,6 +376,7 @@ def curves_table(selected: dict[str, pd.DataFrame]) -> pd.DataFrame:
             values = group[metric].dropna().to_numpy(dtype=float)
             if not values.size:
                 continue
+            backend = _one_backend(group, keys)
             std = float(values.std(ddof=1)) if values.size > 1 else 0.0
             rows.append({**dict(zip(GROUP, keys)), "algorithm": group["algorithm"].iloc[0],
                          "dataset_panel": group["dataset_panel"].iloc[0], "n_train": float(group["n_train"].mean()),
@@ -373,7 +390,8 @@ def curves_table(selected: dict[str, pd.DataFrame]) -> pd.DataFrame:
                          "eps_rdp": group["eps_rdp"].max(), "eps_pld": group["eps_pld"].max(),
                          "noise_free_fraction": group["noise_free_fraction"].mean(),
                          "metric": metric, "mean": float(values.mean()), "std": std,
-                         "sem": std / np.sqrt(values.size), "count": int(values.size)})
+                         "sem": std / np.sqrt(values.size), "count": int(values.size),
+                         **({"backend": backend} if backend is not None else {})})
     if not rows:
         return pd.DataFrame(columns=[*GROUP, "algorithm", "dataset_panel", "n_train", "metric", "mean", "std", "sem",
                                      "count", "ci_low", "ci_high"])

@@ -97,6 +97,7 @@ if TYPE_CHECKING:
 from dpbench.audit.trials import (
     CHUNK_FIELDS,
     AuditContext,
+    audit_backend,
     claimed_adjacency,
     game_for,
     probe_adjacency,
@@ -211,14 +212,15 @@ def _one(records: list[dict], field_name: str):
 
 def run_audit(setup: AuditSetup, *, data_dir: str | None = None, results: str | Path = "results", jobs: int = 1,
               backend: str = "loky", scheduler: str | None = None, progress: bool = True,
-              force: bool = False, train: bool = True) -> "AuditResult | OneRunAuditResult":
+              force: bool = False, train: bool = True, device: str = "cpu") -> "AuditResult | OneRunAuditResult":
     """Play the distinguishing game of `setup` and bound epsilon from below (module docstring);
     a setup with `canaries` is a one-run audit (`dpbench.audit.one_run.run_one_run_audit`).
 
     D0's chunks run first (their ledger gives the claimed adjacency), then D1's; every chunk is
     stored under <results>/.cache/audits and reused by later calls unless `force`. With
     `train=False` nothing is trained: the bound comes from the stored chunks, and an AuditError
-    says how many are missing.
+    says how many are missing. `device`: gpu or jax-cpu train the fits on the JAX path where the
+    algorithm has a JAX twin (`trials.audit_backend`; such chunks are keyed by backend).
     """
     from dpbench.core.store import ResultStore
 
@@ -231,7 +233,8 @@ def run_audit(setup: AuditSetup, *, data_dir: str | None = None, results: str | 
     resolved = check_setup(setup)
     root = Path(results) / ".cache"
     store = ResultStore(root / "audits", required=CHUNK_FIELDS)
-    context = AuditContext(data_dir=None if data_dir is None else str(data_dir), cache_dir=str(root))
+    context = AuditContext(data_dir=None if data_dir is None else str(data_dir), cache_dir=str(root), device=device)
+    fits_on = audit_backend(setup, device)  # "numpy" or "jax" (`backend` is joblib's)
     if train:
         game_for(setup, context.data_dir)  # data or recipe errors: one line here, before any worker starts
     label = setup.display_label
@@ -241,13 +244,13 @@ def run_audit(setup: AuditSetup, *, data_dir: str | None = None, results: str | 
             side0_adjacency = probe_adjacency(setup, context.data_dir)
         else:  # nothing may be trained: the adjacency whose D0 chunks are stored
             stored = [a.value for a in Adjacency
-                      if all(store.read(c.key)[0] is not None for c in side_chunks(resolved, 0, a.value))]
+                      if all(store.read(c.key)[0] is not None for c in side_chunks(resolved, 0, a.value, fits_on))]
             side0_adjacency = stored[0] if stored else Adjacency.ADD_REMOVE.value
-    chunks0 = side_chunks(resolved, 0, side0_adjacency)
+    chunks0 = side_chunks(resolved, 0, side0_adjacency, fits_on)
     summary0, records0 = run_phase(chunks0, store, context, jobs=jobs, backend=backend, scheduler=scheduler,
                                     progress=progress, force=force, description=f"audit {label}: D0", train=train)
     adjacency = _one([{"adjacency": claimed_adjacency(r.get("adjacency"))} for r in records0], "adjacency")
-    chunks1 = side_chunks(resolved, 1, adjacency)
+    chunks1 = side_chunks(resolved, 1, adjacency, fits_on)
     summary1, records1 = run_phase(chunks1, store, context, jobs=jobs, backend=backend, scheduler=scheduler,
                                     progress=progress, force=force, description=f"audit {label}: D1", train=train)
     records = records0 + records1

@@ -11,6 +11,7 @@ import sys
 import time
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -52,6 +53,7 @@ class AuditChunk:
     start: int
     count: int
     adjacency: str | None = None  # side 1: the game adjacency; side 0: None (D0 is the base either way)
+    backend: str = "numpy"  # "jax": the fits run on the JAX path (`dpbench.on_jax`), which draws its own numbers
 
     def identity(self) -> dict:
         return {"kind": "audit-chunk", "game": self.game_key, "side": self.side, "start": self.start,
@@ -61,7 +63,8 @@ class AuditChunk:
     @cached_property
     def key(self) -> str:
         return "audit-" + digest({"schema": AUDIT_SCHEMA, "game": self.game_key, "side": self.side,
-                                  "start": self.start, "count": self.count, "adjacency": self.adjacency})
+                                  "start": self.start, "count": self.count, "adjacency": self.adjacency,
+                                  **({"backend": self.backend} if self.backend != "numpy" else {})})
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,7 @@ class AuditContext:
 
     data_dir: str | None = None
     cache_dir: str | None = None
+    device: str = "cpu"  # where chunks of backend "jax" train (`dpbench.on_jax.device`)
 
 
 def trial_rng(game_key: str, side: int, trial: int) -> np.random.Generator:
@@ -139,8 +143,18 @@ def prepare_fits(setup: AuditSetup, game_key: str, context: AuditContext):
     return cell_context, resolved, game, algorithms.get(setup.algorithm)
 
 
-def _fits(info, problem, target, rngs: list, params: dict) -> list:
-    """One fit per generator: the vectorised twin in one call where the algorithm has one."""
+def _fits(info, problem, target, rngs: list, params: dict, backend: str = "numpy", device: str = "cpu",
+          cache_dir: str | None = None) -> list:
+    """One fit per generator: the JAX twin for a chunk of backend "jax", else the vectorised twin in one
+    call where the algorithm has one."""
+    if backend == "jax":
+        from dpbench.on_jax import device as jax_device
+        from dpbench.on_jax.twins import twin
+
+        jax_device.activate(device)
+        jax_device.compilation_cache(None if cache_dir is None else str(Path(cache_dir) / "jax"))
+        with jax_device.on(device):
+            return twin(info.name).many(problem, target, rngs, **params)
     if info.fit_many is not None and len(rngs) > 1:
         return list(info.fit_many(problem, target, rngs, **params))
     return [info.fit(problem, target, rng, **params) for rng in rngs]
@@ -190,7 +204,7 @@ def run_chunk(chunk: AuditChunk, context: AuditContext = AuditContext()) -> dict
         step_sums = {key: [float(v) for v in values] for key, values in observer.sums.items()}
         step_sums["rates"] = sorted(observer.rates)
     else:
-        fits = _fits(info, problem, target, rngs, resolved.params)
+        fits = _fits(info, problem, target, rngs, resolved.params, chunk.backend, context.device, context.cache_dir)
         scores = [float(game.score(fit.theta)) for fit in fits]
     fit_seconds = time.perf_counter() - started
     # dpbench's own check of a "valid" (the fit's word is not taken: its stated mechanism is recomputed)
@@ -221,11 +235,27 @@ def chunk_trials(algorithm: str) -> int:
     return VECTORISED_CHUNK_TRIALS if algorithms.get(algorithm).fit_many is not None else CHUNK_TRIALS
 
 
-def side_chunks(resolved: ResolvedAudit, side: int, adjacency: str | None) -> list[AuditChunk]:
+#: fits per stored chunk on the JAX path: one call of the twin, vmapped over the replicas
+JAX_CHUNK_TRIALS = 10_000
+
+
+def audit_backend(setup: AuditSetup, device: str) -> str:
+    """"jax" where `device` runs the JAX path and the audit's fits have a JAX twin: the final-model
+    threat (the JAX loops report no step's arrays) on a model with a JAX form; else "numpy"."""
+    from dpbench import models
+    from dpbench.on_jax.device import uses_jax
+    from dpbench.on_jax.twins import on_jax
+
+    if not uses_jax(device) or setup.threat != "final_model" or setup.model is None:
+        return "numpy"
+    return "jax" if on_jax(setup.algorithm, models.MODELS.lookup(setup.model).factory, dict(setup.params)) else "numpy"
+
+
+def side_chunks(resolved: ResolvedAudit, side: int, adjacency: str | None, backend: str = "numpy") -> list[AuditChunk]:
     trials = int(resolved.setup.trials)
-    size = chunk_trials(resolved.setup.algorithm)
+    size = JAX_CHUNK_TRIALS if backend == "jax" else chunk_trials(resolved.setup.algorithm)
     return [AuditChunk(setup=resolved.setup, game_key=resolved.game_key, side=side, start=start,
-                       count=min(size, trials - start), adjacency=adjacency)
+                       count=min(size, trials - start), adjacency=adjacency, backend=backend)
             for start in range(0, trials, size)]
 
 

@@ -50,6 +50,9 @@ of `best_of` such runs; examples/s = B * calls/s). Cells run with one BLAS threa
          `pip install torch==2.13.0 'dpbench[opacus]'`) the steps suite's DP-SGD steps through Opacus
          (`dpbench.bench.opacus.opacus_suite`: float32, torch's threads, `mode` "hooks" and "ghost"),
          next to the steps suite at the same shapes, and their ratio (`bench_opacus.compare`).
+  jax    (`dpbench bench --device gpu | jax-cpu`, not in SUITES: needs `pip install 'dpbench[jax]'`) the
+         JAX path's steps, many trainings and a whole audit (`dpbench.bench.jax_suites`), beside this
+         steps suite at the same shapes in the same run.
 """
 
 from __future__ import annotations
@@ -699,10 +702,17 @@ SUITES: dict[str, Callable[..., list[dict]]] = {"steps": steps_suite, "grads": g
 
 
 def _target_text(rec: dict) -> str:
+    met = "met" if rec.get("meets_target") else "NOT met"
     target = rec.get("target_examples_per_s")
-    if target is None or (isinstance(target, float) and math.isnan(target)):
-        return ""
-    return f">= {target:,.0f} ({'met' if rec.get('meets_target') else 'NOT met'})"
+    if target is not None and not (isinstance(target, float) and math.isnan(target)):
+        return f">= {target:,.0f} ({met})"
+    fits = rec.get("target_fits_per_s")  # the JAX many suite's target on a GPU (`jax_suites.GPU_MANY_TARGET`)
+    if fits is not None and not (isinstance(fits, float) and math.isnan(fits)):
+        return f">= {fits:,.0f} trainings/s ({met})"
+    seconds = rec.get("target_seconds")  # a whole run's target (`jax_suites.TARGET_SECONDS`)
+    if seconds is not None and not (isinstance(seconds, float) and math.isnan(seconds)):
+        return f"<= {seconds:g} s ({met})"
+    return ""
 
 
 def format_table(records: list[dict]) -> str:
@@ -717,9 +727,11 @@ def format_table(records: list[dict]) -> str:
     if "batch_size" in df:
         df["batch_size"] = [("" if b is None or (isinstance(b, float) and math.isnan(b)) else f"{float(b):g}")
                             for b in df["batch_size"]]
-    cols = [c for c in ("suite", "algorithm", "model", "measure", "path", "mode", "batch_size", "n_params", "steps",
-                        "seconds", "seconds_repeat", "examples_per_s", "release_check_overhead", "fits_per_s",
-                        "cells_per_s", "ns_per_draw", "gflops", "ratio", "noise_multiplier", "target", "note") if c in df]
+    # device, steps_per_s, compile_seconds: the JAX path's records (`dpbench.bench.jax_suites`)
+    cols = [c for c in ("suite", "algorithm", "model", "measure", "path", "mode", "device", "batch_size", "n_params",
+                        "steps", "seconds", "seconds_repeat", "examples_per_s", "steps_per_s", "compile_seconds",
+                        "release_check_overhead", "fits_per_s", "cells_per_s", "ns_per_draw", "gflops", "ratio",
+                        "noise_multiplier", "target", "note") if c in df]
     with pd.option_context("display.width", 200, "display.max_rows", 1000, "display.max_colwidth", 40,
                            "display.float_format", lambda v: f"{v:,.4g}"):
         return df[cols].to_string(index=False, na_rep="")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from dpbench.cli.audit_text import format_audit
-from dpbench.cli.options import DATA_HELP, Checked, check_scheduler, results_option, writable_folder
+from dpbench.cli.options import DATA_HELP, Checked, check_scheduler, device_option, results_option, writable_folder
 from dpbench.core.errors import DpbenchError
 from dpbench.core.validation import DELTA, OPEN_UNIT, POSITIVE, Integral, Interval
 
@@ -61,9 +61,10 @@ from dpbench.core.validation import DELTA, OPEN_UNIT, POSITIVE, Integral, Interv
 @results_option("fits are cached under RESULTS/.cache/audits")
 @click.option("--force", is_flag=True, help="recompute cached fits")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
+@device_option
 def audit(algorithm, dataset, model, epsilon, delta, trials, one_run, canaries, guesses, canary, threat, threshold,
           params, model_options, dataset_options, rows, alpha, seed, jobs, backend, scheduler, data_dir, results, force,
-          no_progress) -> None:
+          no_progress, device) -> None:
     """Empirical lower bound on an algorithm's epsilon (docs/audits.md), with estimates beside it.
 
     Trains the algorithm --trials times on data D0 and as often on D1 = D0 with one crafted
@@ -78,6 +79,7 @@ def audit(algorithm, dataset, model, epsilon, delta, trials, one_run, canaries, 
     """
     from dpbench.audit import multi_run
     from dpbench.audit import setup as setup_mod
+    from dpbench.on_jax import device as jax_device
     from dpbench.run import plugins
 
     check_scheduler(backend, scheduler)
@@ -98,9 +100,17 @@ def audit(algorithm, dataset, model, epsilon, delta, trials, one_run, canaries, 
         trials=1 if one_run else trials, canary=canary, rows=rows, alpha=alpha, seed=seed, threat=threat,
         threshold=threshold, canaries=canaries if one_run else None, guesses=guesses)
     writable_folder(results)
+    if jax_device.uses_jax(device):
+        jax_device.activate(device)  # JAX installed, float64, the GPU there: before any worker starts
     result = multi_run.run_audit(setup, data_dir=data_dir, results=results, jobs=jobs, backend=backend,
-                                 scheduler=scheduler, progress=not no_progress, force=force)
+                                 scheduler=scheduler, progress=not no_progress, force=force, device=device)
     click.echo(format_audit(result))
+    if jax_device.uses_jax(device):
+        from dpbench.audit.trials import audit_backend
+
+        click.echo(f"fits: the JAX path on {device}" if audit_backend(setup, device) == "jax" else
+                   f"fits: the numpy path (--device {device} runs the final-model trainings of DP-SGD, DP-GD and "
+                   f"output / input perturbation on JAX; this audit's stay on the CPU)")
 
 
 def _key_values(pairs, option: str) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from dpbench.cli.claims import verdict_counts
-from dpbench.cli.options import check_scheduler, load_spec, results_option
+from dpbench.cli.options import check_scheduler, device_option, load_spec, results_option
 
 
 @click.command()
@@ -27,7 +27,9 @@ from dpbench.cli.options import check_scheduler, load_spec, results_option
               help="folder of the raw data files (default: $DPBENCH_DATA, else ./data)")
 @results_option()
 @click.option("--no-progress", is_flag=True, help="no progress bars")
-def decide(specs, profile, budget, max_seeds, write, jobs, backend, scheduler, data_dir, results, no_progress) -> None:
+@device_option
+def decide(specs, profile, budget, max_seeds, write, jobs, backend, scheduler, data_dir, results, no_progress,
+           device) -> None:
     """Add seeds in rounds until every claim of each SPEC is decided.
 
     Each round tests the claims on what is stored, with the looks of the spec's `decide:` block
@@ -45,7 +47,7 @@ def decide(specs, profile, budget, max_seeds, write, jobs, backend, scheduler, d
 
     check_scheduler(backend, scheduler)
     for path in specs:
-        exp = load_spec(path, profile)
+        exp = load_spec(path, profile).on_device(device)
         decision = decide_mod.decide(exp, results=results, data_dir=data_dir, budget_hours=budget,
                                      max_seeds=max_seeds, jobs=jobs, backend=backend, scheduler=scheduler,
                                      progress=not no_progress, notify=lambda m: click.echo(m, err=True))

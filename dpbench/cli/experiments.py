@@ -10,16 +10,18 @@ import time
 import click
 
 from dpbench.cli.claims import verdict_counts
-from dpbench.cli.options import Checked, check_scheduler, load_spec, results_option, run_options, writable_folder
+from dpbench.cli.options import (Checked, check_scheduler, device_option, load_spec, results_option, run_options,
+                                 writable_folder)
 from dpbench.core.validation import NON_NEGATIVE
 
 
 @click.command()
 @click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False), metavar="SPEC...")
 @run_options
+@device_option
 @click.option("--force", is_flag=True, help="recompute cells that are already stored")
 @results_option()
-def run(specs, profile, jobs, backend, scheduler, data_dir, no_progress, allow_large, force, results) -> None:
+def run(specs, profile, jobs, backend, scheduler, data_dir, no_progress, allow_large, device, force, results) -> None:
     """Run experiments: every cell not stored yet, then curves, figures and manifest.
 
     Several SPECs run under one progress bar (`make figures` runs experiments/*.yaml). The
@@ -36,7 +38,7 @@ def run(specs, profile, jobs, backend, scheduler, data_dir, no_progress, allow_l
     from dpbench.spec.experiment import check_size, extreme_epsilons
 
     check_scheduler(backend, scheduler)
-    exps = [load_spec(spec, profile) for spec in specs]
+    exps = [load_spec(spec, profile).on_device(device) for spec in specs]
     check_size(exps, allow_large)
     for notice in extreme_epsilons(exps):
         click.echo(f"note: {notice}", err=True)
@@ -209,7 +211,10 @@ def _report(exp, out) -> None:
 @click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False),
               help="data folder a figure's `baseline: majority` reads the test labels from (default: "
                    "$DPBENCH_DATA, else ./data)")
-def plot(specs, profile, results, partial, from_runs, data_dir) -> None:
+@click.option("--device", default="cpu", show_default=True, type=click.Choice(("cpu", "gpu", "jax-cpu")),
+              help="draw the cells `dpbench run --device` stored: gpu and jax-cpu read the JAX path's cells of its "
+                   "families (the same cells for both), cpu the numpy path's")
+def plot(specs, profile, results, partial, from_runs, data_dir, device) -> None:
     """Re-aggregate stored cells and audits and redraw the figures; trains nothing.
 
     If any cell of the grid has no usable stored result (not run, failed, damaged) or an audit is
@@ -219,7 +224,7 @@ def plot(specs, profile, results, partial, from_runs, data_dir) -> None:
     """
     from dpbench.experiment import render
 
-    exps = [load_spec(spec, profile) for spec in specs]  # every spec checked before anything is drawn
+    exps = [load_spec(spec, profile).on_device(device) for spec in specs]  # every spec checked before anything is drawn
     writable_folder(results)
     for exp in exps:
         # raises, writing nothing, on a partial grid (or, --from-runs, a runs table that is absent or short)

@@ -84,6 +84,21 @@ def load_spec(spec: str, profile: str):
     return spec_mod.load(spec, profile=profile)
 
 
+DEVICE_HELP = ("where the trainings run: cpu (the numpy/numba path; what the stored references use), gpu (the JAX "
+               "path on the first GPU for DP-SGD, DP-GD, output and input perturbation, every other algorithm on the "
+               "CPU path in the same run), jax-cpu (the JAX path on JAX's CPU build). The JAX path draws its own "
+               "random numbers: its cells are stored under their own keys and never share a curve with the CPU "
+               "path's. Needs pip install 'dpbench[jax]' (and 'jax[cuda12]' for gpu)")
+
+
+def device_option(f):
+    """--device (`dpbench.on_jax.device.DEVICES`)."""
+    from dpbench.on_jax.device import DEVICES
+
+    return click.option("--device", default="cpu", show_default=True, type=click.Choice(DEVICES),
+                        help=DEVICE_HELP)(f)
+
+
 def run_options(f):
     """The options of the verbs that run cells (run, check): profile, workers, backend, data, progress."""
     for option in reversed([

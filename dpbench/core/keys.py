@@ -160,6 +160,9 @@ class Cell:
     # the data set's revision (dpbench.data.DatasetInfo.revision, bumped when the arrays it returns change):
     # part of the key and of the problem (its L*) when nonzero, so a data set at revision 0 keeps its keys
     dataset_revision: int = 0
+    # the code path that trains the cell: "numpy" (the numpy/numba path) or "jax" (`dpbench.on_jax`, `--device gpu`
+    # or jax-cpu), which draws its own random numbers; part of the key when not numpy, so the two never share a record
+    backend: str = "numpy"
     # labels name the curves; they are not part of the key
     label: str = field(default="", compare=False)
     dataset_label: str = field(default="", compare=False)
@@ -174,7 +177,7 @@ class Cell:
                 **({"draw": self.draw, "tuning": dict(self.tuning)} if self.tuning is not None else {}),
                 **({"plugin": self.plugin_digest} if self.plugin_digest is not None else {}),
                 **({"data_files": self.dataset_files} if self.dataset_files is not None else {}),
-                **self._revision()}
+                **self._revision(), **({"backend": self.backend} if self.backend != "numpy" else {})}
 
     def _revision(self) -> dict:
         """{"dataset_revision": r} for a revised data set (r > 0), else {} (the keys of revision 0 unchanged)."""

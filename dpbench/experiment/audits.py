@@ -20,7 +20,7 @@ def audit_results(exp: Experiment, *, results: str | Path = "results", data_dir:
     from dpbench.audit.multi_run import run_audit
 
     return [run_audit(setup, data_dir=data_dir, results=results, jobs=jobs, backend=backend, scheduler=scheduler,
-                      progress=progress, force=force) for setup in exp.audits]
+                      progress=progress, force=force, device=exp.device) for setup in exp.audits]
 
 
 def audit_points(exp: Experiment, results: str | Path, data_dir: str | None = None,
@@ -53,7 +53,7 @@ def stored_audits(exp: Experiment, results: str | Path) -> tuple[list, list[str]
     found, gaps = [], []
     for setup in exp.audits:
         try:
-            found.append(run_audit(setup, results=results, progress=False, train=False))
+            found.append(run_audit(setup, results=results, progress=False, train=False, device=exp.device))
         except AuditError as exc:
             gaps.append(str(exc))
     return found, gaps

@@ -78,7 +78,20 @@ def manifest(exp: Experiment, runs: pd.DataFrame, summary: runner.RunSummary | N
                                                    "seconds": round(summary.seconds, 2)},
         "data": data_files,
         "plugins": plugin_provenance(exp),
+        **({"device": _device(exp.device)} if exp.device != "cpu" else {}),
     }
+
+
+def _device(device: str) -> dict:
+    """Where the JAX path's cells of this run trained: the device, its description and JAX's version."""
+    from dpbench.core.errors import DpbenchError
+    from dpbench.on_jax.device import describe
+
+    try:
+        description = describe(device)
+    except DpbenchError:  # drawn (`dpbench plot --device gpu`) where the device is not
+        description = None
+    return {"device": device, "description": description, "jax": _version("jax")}
 
 
 def plugin_provenance(exp: Experiment) -> list[dict]:

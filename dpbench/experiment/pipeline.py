@@ -108,6 +108,7 @@ def run_experiments(exps: list[Experiment], *, results: str | Path = "results", 
 
 
 def _run_experiments(exps, results, data_dir, jobs, backend, scheduler, force, progress, notify) -> runner.RunSummary:
+    device = _device_of(exps)
     skipped = {exp.name: preflight(exp, data_dir) for exp in exps}
     routes: dict[str, list[ResultStore]] = {}
     cells = {}
@@ -116,7 +117,7 @@ def _run_experiments(exps, results, data_dir, jobs, backend, scheduler, force, p
         for cell in exp.cells(skipped[exp.name]):
             routes.setdefault(cell.key, []).append(store)
             cells.setdefault(cell.key, cell)
-    context = CellContext(data_dir=data_dir, cache_dir=str(cache_dir(results)))
+    context = CellContext(data_dir=data_dir, cache_dir=str(cache_dir(results)), device=device)
     ordered = sorted(cells.values(), key=lambda c: (c.dataset, c.rep, c.model, c.algorithm))
     store = RoutedStore(routes)
     todo = ordered if force else [c for c in ordered if not store.is_finished(c.key)]
@@ -137,6 +138,20 @@ def _run_experiments(exps, results, data_dir, jobs, backend, scheduler, force, p
         audit_results(exp, results=results, data_dir=data_dir, jobs=jobs, backend=backend, scheduler=scheduler,
                       progress=progress, force=force)
     return summary
+
+
+def _device_of(exps: list[Experiment]) -> str:
+    """The one device these experiments train on (`Experiment.device`); on the JAX path, JAX checked
+    here (installed, float64, the GPU present) before any worker starts."""
+    from dpbench.on_jax import device
+
+    devices = {exp.device for exp in exps}
+    if len(devices) > 1:
+        raise SpecError(f"experiments of one run train on one device, not {sorted(devices)}")
+    (chosen,) = devices or {"cpu"}
+    if device.uses_jax(chosen):
+        device.activate(chosen)
+    return chosen
 
 
 def run_experiment(exp: Experiment, **options) -> runner.RunSummary:

@@ -34,6 +34,7 @@ class CellContext:
 
     data_dir: str | None = None
     cache_dir: str | None = None
+    device: str = "cpu"  # where the cells keyed backend "jax" train (`dpbench.on_jax.device`: gpu or jax-cpu)
 
 
 def _json_float(x: Any) -> Any:
@@ -241,7 +242,11 @@ def run_cell(cell: Cell, context: CellContext = CellContext()) -> dict:
     lstar = optimum(cell, shared.problem, context)
     started = time.perf_counter()
     with releases.tallying() as tally:
-        fit = shared.info.fit(shared.problem, target, cell.algorithm_rng(), **dict(cell.params))
+        if cell.backend == "jax":  # the JAX twin, one replica (its tally counts replica 0)
+            fit = _jax_fits(shared, [target], [cell], context)[0]
+            tally = replica_tallies(tally, 1)[0]
+        else:
+            fit = shared.info.fit(shared.problem, target, cell.algorithm_rng(), **dict(cell.params))
     fit_seconds = time.perf_counter() - started
     save_privacy_memo(context)
     return _record(cell, shared, target, fit, fit_seconds, lstar, context, released=tally)
@@ -276,6 +281,19 @@ def replicas_per_fit(n_rows: int, n_params: int, *, memory: int | None = None,
     return int(max(1, min(BATCH_CELLS, allowed // replica_bytes(n_rows, n_params))))
 
 
+def _jax_fits(shared: _Prepared, targets: list, cells: list[Cell], context: CellContext) -> list:
+    """The fits of cells keyed backend "jax": their family's JAX twin on the context's device."""
+    from dpbench.on_jax import device, twins
+
+    if not device.uses_jax(context.device):
+        raise RuntimeError(f"cells of the JAX path need a JAX device (--device gpu or jax-cpu), not {context.device!r}")
+    device.activate(context.device)
+    device.compilation_cache(None if context.cache_dir is None else str(Path(context.cache_dir) / "jax"))
+    with device.on(context.device):
+        return twins.twin(cells[0].algorithm).batch(shared.problem, targets, [c.algorithm_rng() for c in cells],
+                                                    [dict(c.params) for c in cells])
+
+
 def batch_key(cell: Cell) -> tuple | None:
     """Cells with equal keys can run as one batched fit (`run_cells`); None: this cell runs alone.
 
@@ -288,6 +306,13 @@ def batch_key(cell: Cell) -> tuple | None:
     from dpbench import algorithms, models
 
     info = algorithms.get(cell.algorithm)
+    if cell.backend == "jax":  # the JAX twin batches every grid (`dpbench.on_jax.twins`)
+        from dpbench.on_jax.twins import twin
+
+        varying = set(twin(cell.algorithm).varying)
+        shape = canonical_json({k: v for k, v in dict(cell.params).items() if k not in varying})
+        return (cell.problem_key, cell.algorithm, cell.model, canonical_json(cell.model_options), shape,
+                canonical_json(cell.delta), "jax")
     if not info.batch_pays(models.MODELS.lookup(cell.model).factory, dict(cell.params)):
         return None
     varying = set(info.batch_varying)
@@ -315,14 +340,18 @@ def run_cells(cells: list[Cell], context: CellContext = CellContext()) -> list[d
     targets = [_target(c, shared) for c in cells]
     lstar = optimum(cells[0], shared.problem, context)
     problem = shared.problem
-    size = replicas_per_fit(problem.n, problem.model.n_params)
+    jax = cells[0].backend == "jax"  # the JAX twin holds its replicas in blocks of its own (`on_jax.loops`)
+    size = len(cells) if jax else replicas_per_fit(problem.n, problem.model.n_params)
     records = []
     for a in range(0, len(cells), size):
         part, part_targets = cells[a:a + size], targets[a:a + size]
         started = time.perf_counter()
         with releases.tallying() as tally:
-            fits = shared.info.fit_batch(problem, part_targets, [c.algorithm_rng() for c in part],
-                                         [dict(c.params) for c in part])
+            if jax:
+                fits = _jax_fits(shared, part_targets, part, context)
+            else:
+                fits = shared.info.fit_batch(problem, part_targets, [c.algorithm_rng() for c in part],
+                                             [dict(c.params) for c in part])
         fit_seconds = (time.perf_counter() - started) / len(part)
         records += [_record(c, shared, t, fit, fit_seconds, lstar, context, released=steps)
                     for c, t, fit, steps in zip(part, part_targets, fits, replica_tallies(tally, len(part)))]
@@ -408,6 +437,7 @@ def _record(cell: Cell, shared: _Prepared, target, fit, fit_seconds: float, lsta
         "algorithm": cell.algorithm, "params": dict(cell.params),
         "dataset": cell.dataset, "dataset_options": dict(cell.dataset_options),
         **({"dataset_revision": cell.dataset_revision} if cell.dataset_revision else {}),
+        **({"backend": cell.backend, "device": context.device} if cell.backend != "numpy" else {}),
         "model": cell.model, "model_options": dict(cell.model_options),
         "epsilon": cell.epsilon, "delta_spec": cell.delta, "delta": delta, "rep": cell.rep, "seed": cell.seed,
         "problem": cell.problem_key, "n_train": dataset.n_train, "n_val": int(dataset.X_val.shape[0]),

@@ -45,6 +45,27 @@ class Experiment:
     # `decide:`: the seed counts at which claims are tested (dpbench decide), and per data set label a factor on them
     decide_looks: tuple[int, ...] = ()
     decide_scale: tuple[tuple[str, int], ...] = ()
+    # `--device` (dpbench.on_jax.device): gpu or jax-cpu train the cells of the JAX path's families with it
+    # (their cells keyed backend "jax"), the others on the CPU path; cpu trains every cell on the numpy path
+    device: str = "cpu"
+
+    def on_device(self, device: str) -> "Experiment":
+        """This experiment with its cells trained on `device` (`dpbench.on_jax.device.DEVICES`)."""
+        from dataclasses import replace
+
+        from dpbench.on_jax.device import uses_jax
+
+        uses_jax(device)  # an unknown device: DpbenchError
+        return replace(self, device=device)
+
+    def _backend(self, algorithm: str, model: str, params) -> str:
+        """"jax" for a cell the JAX path trains on this experiment's device, else "numpy"."""
+        if self.device == "cpu":
+            return "numpy"
+        from dpbench import models
+        from dpbench.on_jax.twins import on_jax
+
+        return "jax" if on_jax(algorithm, models.MODELS.lookup(model).factory, dict(params)) else "numpy"
 
     @property
     def spec_hash(self) -> str:
@@ -116,7 +137,8 @@ class Experiment:
             revision = dataset_revision(ds.name)  # nonzero: part of the key (the data set's arrays changed)
 
             def cell(params, eps, rep, draw=None, revision=revision):
-                return Cell(algorithm=algo.name, params=params, dataset=ds.name, dataset_options=ds.options,
+                return Cell(backend=self._backend(algo.name, model.name, params) if algo.plugin is None else "numpy",
+                            algorithm=algo.name, params=params, dataset=ds.name, dataset_options=ds.options,
                             model=model.name, model_options=model.options, epsilon=eps, delta=self.delta,
                             rep=rep, seed=self.seed, optimum=self.optimum, label=algo.label,
                             dataset_label=ds.label, model_label=model.label, dataset_panel=ds.panel or ds.label,

@@ -107,7 +107,7 @@ BASE = Cell(algorithm="dpsgd", params=(("lr", 0.5),), dataset="iris", dataset_op
 CHANGED = {"algorithm": "dp_gd", "params": (("lr", 1.0),), "dataset": "adult", "dataset_options": (("n", 200),),
            "model": "mlp", "model_options": (("l2", 1e-3),), "epsilon": 2.0, "delta": 1e-5, "rep": 1, "seed": 8,
            "optimum": (("maxiter", 100), ("restarts", 2)), "draw": 2, "tuning": (("mean_runs", 8),),
-           "plugin_digest": "abd", "dataset_files": "deg", "dataset_revision": 1}
+           "plugin_digest": "abd", "dataset_files": "deg", "dataset_revision": 1, "backend": "jax"}
 #: fields that name or locate the cell but are not part of its identity
 NOT_IDENTITY = {"plugin": "/elsewhere/plugin.py:fit", "dataset_base": "/elsewhere", "label": "DP-SGD",
                 "dataset_label": "Iris", "model_label": "LR", "dataset_panel": "panel",

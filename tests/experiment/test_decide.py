@@ -86,6 +86,7 @@ def test_decide_needs_a_design(tmp_path):
     assert out.exit_code != 0 and "no `decide:` block" in out.output
 
 
+@pytest.mark.slow  # 16 s; `make test` keeps the kill of a run midway on dask (tests/run/test_runner_dask.py)
 def test_rounds_on_a_dask_cluster_survive_a_killed_worker(tmp_path, data_dir):
     pytest.importorskip("dask.distributed")
     from tests.dask_processes import dask_cluster
