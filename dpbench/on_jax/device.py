@@ -77,14 +77,21 @@ def activate(device: str):
 def compilation_cache(folder: str | None) -> None:
     """Keep JAX's compiled loops in `folder` (JAX's persistent compilation cache; results/.cache/jax for
     a run), so the workers of a run and later runs reuse them instead of compiling each shape again.
-    Does nothing for None or once set in this process."""
+    A process that runs into another results folder moves its cache there; None leaves it as it is."""
     if folder is None:
         return
     import jax
 
-    if not jax.config.jax_compilation_cache_dir:
-        jax.config.update("jax_compilation_cache_dir", str(folder))
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)  # the loops compile in ~0.5 s each
+    if jax.config.jax_compilation_cache_dir == str(folder):
+        return
+    try:
+        from jax.experimental.compilation_cache import compilation_cache
+    except ImportError:  # an older JAX: the folder is taken when the cache is first used
+        compilation_cache = None
+    if compilation_cache is not None:
+        compilation_cache.reset_cache()  # the next compilation opens the cache in the new folder
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)  # the loops compile in ~0.5 s each
 
 
 def current() -> str:

@@ -53,6 +53,9 @@ def test_killing_a_run_midway_loses_no_finished_cell(tmp_path, data_dir):
         assert (cells_dir / name).read_text() == text
 
 
+# 6 s: `make test-slow`; make test keeps tests/run/test_dask_cluster.py's run on a cluster of separate
+# processes compared with a local run, bit for bit
+@pytest.mark.slow
 def test_dask_backend_matches_a_local_run(tiny_spec, tmp_path, data_dir):
     distributed = pytest.importorskip("dask.distributed")
     exp = spec.load(tiny_spec)
