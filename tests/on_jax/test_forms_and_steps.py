@@ -106,11 +106,15 @@ def test_capacity_and_an_overflowing_batch_raises(cpu, monkeypatch):
                             radius=None, device=cpu)
 
 
-def test_poisson_batches_have_the_sampling_rate(cpu):
+@pytest.mark.parametrize("n,q", [(500, 0.1), (4000, 0.01)], ids=["bernoulli-weights", "geometric-gaps"])
+def test_poisson_batches_have_the_sampling_rate(n, q, cpu):
     """With every gradient equal to x_i = e_1 (linear ridge slope at theta = 0, y = -1/2: phi' = 1), no
     clipping, lr 1 and no noise, one step moves theta by -(batch size)/grad_divisor: over 400 replicas the
-    mean batch size is n q within 5 standard errors."""
-    n, q = 500, 0.1
+    mean batch size is n q within 5 standard errors and its variance n q (1 - q) within 25 %; on both
+    ways of drawing a batch (a Bernoulli weight on every row where the capacity is a large share of n,
+    gathered rows from geometric gaps elsewhere)."""
+    dense = loops.capacity(n, q) >= loops.DENSE_SHARE * n
+    assert dense == (n == 500)
     X = np.zeros((n, 2))
     X[:, 0] = 1.0
     y = np.full(n, -0.5)
