@@ -130,7 +130,7 @@ def batch_hyperparameters(fit: FitFunction, params: Sequence[dict[str, Any]],
     return full
 
 
-def _once_each(keys: Sequence[Hashable], make: Callable[[int], T]) -> list[T]:
+def once_each(keys: Sequence[Hashable], make: Callable[[int], T]) -> list[T]:
     """[make(r) for each replica r], made once per distinct keys[r] and shared by the replicas with that key."""
     made: dict[Hashable, T] = {}
     for r, key in enumerate(keys):
@@ -139,7 +139,7 @@ def _once_each(keys: Sequence[Hashable], make: Callable[[int], T]) -> list[T]:
     return [made[key] for key in keys]
 
 
-def _agreed(plans: Sequence[Any], shapes: Sequence[str]) -> None:
+def agreed(plans: Sequence[Any], shapes: Sequence[str]) -> None:
     """ValueError naming the first of `shapes` (plan attributes) on which the replicas' plans disagree."""
     for name in shapes:
         values = sorted({getattr(plan, name) for plan in plans})
@@ -408,10 +408,10 @@ def _dpsgd_loop(problem: Problem, privacies: Sequence[PrivacyTarget], rngs: Sequ
     hypers equal except in `VARYING`, privacies any."""
     h = hypers[0]
     n, m = problem.n, problem.model.n_params
-    plans = _once_each(privacies, lambda r: noisy_sgd_plan(
+    plans = once_each(privacies, lambda r: noisy_sgd_plan(
         n, privacies[r], epochs=h["epochs"], batch_size=h["batch_size"], clip_norm=h["clip_norm"],
         calibration=h["calibration"], paper_c=h["paper_c"]))
-    _agreed(plans, ("steps", "batch_size"))
+    agreed(plans, ("steps", "batch_size"))
     plan = plans[0]
     q = min(1.0, plan.batch_size / n)  # as `run_sgd` derives them
     steps_per_epoch = max(1.0, n / plan.batch_size)
@@ -443,10 +443,10 @@ def _dp_gd_loop(problem: Problem, privacies: Sequence[PrivacyTarget], rngs: Sequ
     vectorisable problem; hypers equal except in `VARYING`, privacies any."""
     h = hypers[0]
     n, m = problem.n, problem.model.n_params
-    plans = _once_each([(p, hr["lr"]) for p, hr in zip(privacies, hypers)], lambda r: dp_gd_plan(
+    plans = once_each([(p, hr["lr"]) for p, hr in zip(privacies, hypers)], lambda r: dp_gd_plan(
         problem.model, n, privacies[r], epochs=h["epochs"], lr=hypers[r]["lr"], radius=h["radius"],
         clip_norm=h["clip_norm"], calibration=h["calibration"], c=h["c"]))  # its ledger records lr
-    _agreed(plans, ("steps", "clip_norm"))
+    agreed(plans, ("steps", "clip_norm"))
     steps = plans[0].steps
     lrs, lr_row = _table([hr["lr"] for hr in hypers], lambda r: np.full(steps, float(hypers[r]["lr"])))
     s = np.array([p.noise_std for p in plans], dtype=float)
@@ -631,6 +631,7 @@ def fit_dp_gd_batch(problem: Problem, privacies: Sequence[PrivacyTarget], rngs: 
     return _batch(fit_dp_gd, _dp_gd_loop, problem, privacies, rngs, params)
 
 
-__all__ = ["DRAW_BYTES", "NOISE_STEPS", "StepRule", "TILE_ELEMENTS", "VARYING", "batch_hyperparameters",
+__all__ = ["DRAW_BYTES", "NOISE_STEPS", "StepRule", "TILE_ELEMENTS", "VARYING", "agreed", "batch_hyperparameters",
+           "once_each",
            "fit_dp_gd_batch", "fit_dp_gd_many", "fit_dpsgd_batch", "fit_dpsgd_many", "fit_noisy_sgd_bst14_many",
            "one_at_a_time", "run_many", "vectorisable", "vectorisable_class"]

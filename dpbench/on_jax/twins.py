@@ -51,7 +51,7 @@ from dpbench.algorithms.output_perturbation import _release as output_release
 from dpbench.algorithms.output_perturbation import _target as output_target
 from dpbench.algorithms.output_perturbation import _training_rows, fit_output_perturbation_gd, plan_output_gd
 from dpbench.algorithms.sgd import learning_rates
-from dpbench.algorithms.vectorised_fits import batch_hyperparameters
+from dpbench.algorithms.vectorised_fits import agreed, batch_hyperparameters, once_each
 from dpbench.models.linear import LogisticRegression, RidgeRegression
 from dpbench.models.mlp import MLP
 from dpbench.on_jax import device as jax_device
@@ -96,18 +96,6 @@ def _starts(problem: Problem, rngs: Sequence[np.random.Generator]) -> tuple[np.n
     return theta0, keys
 
 
-def _once_each(keys, make):
-    made: dict = {}
-    return [made[k] if k in made else made.setdefault(k, make(r)) for r, k in enumerate(keys)]
-
-
-def _agreed(plans, names: Sequence[str]) -> None:
-    for name in names:
-        values = sorted({getattr(p, name) for p in plans})
-        if len(values) > 1:
-            raise ValueError(f"the replicas of one batched fit need the same {name}; their calibrations give {values}")
-
-
 def _dpsgd_batch(problem: Problem, privacies: Sequence[PrivacyTarget], rngs: Sequence[np.random.Generator],
                  params: Sequence[dict]) -> list[Fit]:
     """DP-SGD (`dpsgd.fit_dpsgd`) of R replicas on the device: each replica its own noise multiplier
@@ -118,10 +106,10 @@ def _dpsgd_batch(problem: Problem, privacies: Sequence[PrivacyTarget], rngs: Seq
     if not rngs:
         return []
     h, n = hypers[0], problem.n
-    plans = _once_each(privacies, lambda r: noisy_sgd_plan(
+    plans = once_each(privacies, lambda r: noisy_sgd_plan(
         n, privacies[r], epochs=h["epochs"], batch_size=h["batch_size"], clip_norm=h["clip_norm"],
         calibration=h["calibration"], paper_c=h["paper_c"]))
-    _agreed(plans, ("steps", "batch_size"))
+    agreed(plans, ("steps", "batch_size"))
     q = min(1.0, plans[0].batch_size / n)  # as `sgd.run_sgd` derives it
     per_epoch = max(1.0, n / plans[0].batch_size)
     lrs = np.stack([learning_rates(hr["lr"], h["lr_schedule"], np.arange(plans[0].steps), per_epoch)
@@ -147,10 +135,10 @@ def _dp_gd_batch(problem: Problem, privacies: Sequence[PrivacyTarget], rngs: Seq
     if not rngs:
         return []
     h, n = hypers[0], problem.n
-    plans = _once_each([(p, hr["lr"]) for p, hr in zip(privacies, hypers)], lambda r: dp_gd_plan(
+    plans = once_each([(p, hr["lr"]) for p, hr in zip(privacies, hypers)], lambda r: dp_gd_plan(
         problem.model, n, privacies[r], epochs=h["epochs"], lr=hypers[r]["lr"], radius=h["radius"],
         clip_norm=h["clip_norm"], calibration=h["calibration"], c=h["c"]))
-    _agreed(plans, ("steps", "clip_norm"))
+    agreed(plans, ("steps", "clip_norm"))
     steps, C = plans[0].steps, plans[0].clip_norm
     lrs = np.stack([np.full(steps, float(hr["lr"])) for hr in hypers])
     s = np.array([p.noise_std for p in plans])
@@ -259,10 +247,4 @@ def on_jax(algorithm: str, model_class: type | None, params: dict) -> bool:
     return found.applies(hyperparameters(found.fit, dict(params)))
 
 
-def describe() -> list[dict]:
-    """The families on the JAX path, for docs and `dpbench list`: algorithm, varying hyperparameters, models."""
-    return [{"algorithm": name, "varying": list(t.varying), "models": [c.__name__ for c in MODEL_CLASSES]}
-            for name, t in TWINS.items()]
-
-
-__all__ = ["MIN_BATCH", "JaxTwin", "MODEL_CLASSES", "OUTPUT_VARYING", "TWINS", "describe", "on_jax", "twin"]
+__all__ = ["MIN_BATCH", "JaxTwin", "MODEL_CLASSES", "OUTPUT_VARYING", "TWINS", "on_jax", "twin"]

@@ -87,12 +87,12 @@ def test_jax_audit_suite_beside_the_numpy_path(data_dir, described):
     assert (jax_rec["path"], jax_rec["trials"], numpy_rec["path"], numpy_rec["trials"]) == ("jax", 64, "numpy", 32)
     assert jax_rec["fits_per_s"] == pytest.approx(2 * 64 / jax_rec["seconds"])
     assert jax_rec["n"] == 100 and jax_rec["claimed_epsilon"] == 1.0
-    assert "target_seconds" not in jax_rec  # the issue's target is for 100,000 trials a side
+    assert "target_seconds" not in jax_rec  # the target is for 100,000 trials a side
     assert jax_suites.TARGET_SECONDS[("audit", "dpsgd", "logreg", 100_000)] == 30.0
 
 
 def test_the_gpu_targets_belong_to_gpu_rows_only():
-    """JAX rows carry the issue's GPU targets on --device gpu, none on jax-cpu, never the numpy path's."""
+    """JAX rows carry the GPU targets on --device gpu, none on jax-cpu, never the numpy path's."""
     rec = bench._record("steps", "dpsgd", "mlp", "step", 256, 45_222, 11_236, seconds_per_call=1e-4, path="jax")
     assert "target_examples_per_s" in rec  # the numpy path's target for this shape, which the JAX row drops
     on_cpu = jax_suites._gpu_target(dict(rec), "jax-cpu", 3_500_000.0, "examples_per_s")
