@@ -55,7 +55,7 @@ test-slow: $(STAMP)
 check: $(STAMP)
 	$(BIN)/dpbench check $(EXPERIMENTS) --profile ci --jobs $(JOBS) --no-progress
 
-# DEVICE=gpu: the JAX path's families (DP-SGD, DP-GD, output and input perturbation) on the GPU, the rest on the
+# DEVICE=gpu: the JAX path's families (DP-SGD, DP-LSSGD, DP-GD, output and input perturbation) on the GPU, the rest on the
 # CPU (docs/gpu.md; needs JAX's CUDA build: .venv/bin/pip install 'jax[cuda12]'); jax-cpu: the same on JAX's CPU build
 DEVICE ?= cpu
 figures: fetch  # --allow-large: the committed seed counts (`dpbench decide`) give paper 003 ~80,000 cells

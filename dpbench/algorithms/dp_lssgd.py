@@ -129,9 +129,11 @@ def fit_dp_lssgd(
     return fit_noisy_sgd(
         problem, privacy, rng, epochs=epochs, batch_size=batch_size, lr=lr, lr_schedule=lr_schedule,
         clip_norm=clip_norm, calibration=calibration, paper_c=paper_c, radius=radius, trace_every=trace_every,
-        transform=smoother(problem.model, float(smoothing)),
-        mechanism="Poisson-subsampled Gaussian composed over T steps (DP-SGD), then Laplacian smoothing "
-                  "(post-processing)",
-        smoothing=float(smoothing),
-        smoothing_blocks=[sl.stop - sl.start for sl in blocks(problem.model)],
-    )
+        transform=smoother(problem.model, float(smoothing)), **ledger_details(problem.model, smoothing))
+
+
+def ledger_details(model: Model, smoothing: float) -> dict:
+    """What DP-LSSGD's ledger says beyond DP-SGD's (`dpsgd.noisy_sgd_plan`'s mechanism and details)."""
+    return {"mechanism": "Poisson-subsampled Gaussian composed over T steps (DP-SGD), then Laplacian smoothing "
+                         "(post-processing)",
+            "smoothing": float(smoothing), "smoothing_blocks": [sl.stop - sl.start for sl in blocks(model)]}

@@ -109,8 +109,8 @@ def audit(algorithm, dataset, model, epsilon, delta, trials, one_run, canaries, 
         from dpbench.audit.trials import audit_backend
 
         click.echo(f"fits: the JAX path on {device}" if audit_backend(setup, device) == "jax" else
-                   f"fits: the numpy path (--device {device} runs the final-model trainings of DP-SGD, DP-GD and "
-                   f"output / input perturbation on JAX; this audit's stay on the CPU)")
+                   f"fits: the numpy path (--device {device} runs the final-model trainings of DP-SGD, DP-LSSGD, "
+                   f"DP-GD and output / input perturbation on JAX; this audit's stay on the CPU)")
 
 
 def _key_values(pairs, option: str) -> dict:

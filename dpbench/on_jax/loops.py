@@ -80,6 +80,7 @@ class Shape(NamedTuple):
     clip: bool
     glm: bool
     dense: bool = False  # sampled by a 0/1 weight on every row instead of gathering K rows (`DENSE_SHARE`)
+    smooth: tuple[tuple[int, int], ...] = ()  # DP-LSSGD: the (start, stop) blocks smoothed (`_smoothed`); (): none
 
 
 def capacity(n: int, q: float) -> int:
@@ -152,8 +153,17 @@ def _project(theta, radius):
     return jnp.where(norm > radius, theta * (radius / norm), theta)
 
 
-def _noisy_replica(form: JaxForm, shape: Shape, X, y, xnorm, theta0, key, scale, lrs, rate, C, sum_divisor,
-                   grad_divisor, radius, l2):
+def _smoothed(shape: Shape, g, denominators):
+    """DP-LSSGD's A_sigma^{-1} g (`dp_lssgd.smooth`), block by block: irfft(rfft(g_b) / denominator_b)."""
+    if not shape.smooth:
+        return g
+    parts = [jnp.fft.irfft(jnp.fft.rfft(g[a:b]) / den, n=b - a) if b - a > 1 else g[a:b]
+             for (a, b), den in zip(shape.smooth, denominators)]
+    return jnp.concatenate(parts)
+
+
+def _noisy_replica(form: JaxForm, shape: Shape, X, y, xnorm, denominators, theta0, key, scale, lrs, rate, C,
+                   sum_divisor, grad_divisor, radius, l2):
     sampled = shape.capacity < shape.rows  # gathered Poisson batches (`poisson_rows`)
 
     def step(carry, inputs):
@@ -170,7 +180,7 @@ def _noisy_replica(form: JaxForm, shape: Shape, X, y, xnorm, theta0, key, scale,
         else:
             g_sum = _clipped_sum(form, shape, theta, X, y, xnorm, jnp.ones_like(y), C)
         released = g_sum / sum_divisor + scale * jax.random.normal(k_noise, theta.shape, dtype=theta.dtype)
-        theta = _project(theta - lr * (released / grad_divisor + l2 * theta), radius)
+        theta = _project(theta - lr * _smoothed(shape, released / grad_divisor + l2 * theta, denominators), radius)
         return (theta, overflow), None
 
     (theta, overflow), _ = jax.lax.scan(step, (theta0, jnp.int32(0)), (lrs, jnp.arange(1, lrs.shape[0] + 1)))
@@ -178,9 +188,9 @@ def _noisy_replica(form: JaxForm, shape: Shape, X, y, xnorm, theta0, key, scale,
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def _noisy_block(form, shape, X, y, xnorm, theta0, keys, scales, lrs, rate, C, sum_divisor, grad_divisor, radius,
-                 l2):
-    one = functools.partial(_noisy_replica, form, shape, X, y, xnorm)
+def _noisy_block(form, shape, X, y, xnorm, denominators, theta0, keys, scales, lrs, rate, C, sum_divisor, grad_divisor,
+                 radius, l2):
+    one = functools.partial(_noisy_replica, form, shape, X, y, xnorm, denominators)
     return jax.vmap(one, in_axes=(0, 0, 0, 0, None, None, None, None, None, None))(
         theta0, keys, scales, lrs, rate, C, sum_divisor, grad_divisor, radius, l2)
 
@@ -229,11 +239,14 @@ def _row_block(form: JaxForm, m: int) -> int:
 
 def noisy_descent(model: Model, X: np.ndarray, y: np.ndarray, theta0: np.ndarray, keys: np.ndarray,
                   noise_scale: np.ndarray, lrs: np.ndarray, *, rate: float, clip_norm: float, sum_divisor: float,
-                  grad_divisor: float, radius: float | None, device) -> np.ndarray:
+                  grad_divisor: float, radius: float | None, device,
+                  smoothing: Sequence[tuple[slice, np.ndarray]] = ()) -> np.ndarray:
     """(R, m) final iterates of the noisy clipped-gradient loop (module docstring) on jax.Device `device`.
 
     theta0 (R, m) starting points, keys (R, 2) uint32 threefry keys, noise_scale (R,), lrs (R, T) step
-    sizes; BatchOverflow if a sampled batch ever exceeded `capacity`."""
+    sizes; `smoothing`: DP-LSSGD's (block, rfft denominator) pairs, each step's direction smoothed block
+    by block before the update (`dp_lssgd.smoother`; empty: none). BatchOverflow if a sampled batch ever
+    exceeded `capacity`."""
     form = form_of(model)
     n, m = X.shape[0], theta0.shape[1]
     K = capacity(n, rate)
@@ -241,7 +254,7 @@ def noisy_descent(model: Model, X: np.ndarray, y: np.ndarray, theta0: np.ndarray
     if dense:
         K = n
     shape = Shape(rows=n, capacity=K, block=min(K, _row_block(form, m)), clip=True, glm=form.slope is not None,
-                  dense=dense)
+                  dense=dense, smooth=tuple((sl.start, sl.stop) for sl, _ in smoothing))
     hidden = getattr(model, "hidden", 0)  # the MLP's closed form holds (rows, h) activations
     per_example = m if form.slope is None and form.clipped_sum is None else 2 * hidden + 2
     per_replica = 8 * (K * X.shape[1] + min(K, shape.block) * per_example + 4 * m)
@@ -251,8 +264,11 @@ def noisy_descent(model: Model, X: np.ndarray, y: np.ndarray, theta0: np.ndarray
     xnorm = put(np.sqrt(np.einsum("ij,ij->i", X, X)))
     r = math.inf if radius is None else float(radius)
 
+    denominators = tuple(put(np.asarray(den, dtype=np.float64)) for _, den in smoothing)
+
     def run(idx):
-        return _noisy_block(form, shape, Xd, yd, xnorm, put(theta0[idx]), put(keys[idx]), put(noise_scale[idx]),
+        return _noisy_block(form, shape, Xd, yd, xnorm, denominators, put(theta0[idx]), put(keys[idx]),
+                            put(noise_scale[idx]),
                             put(lrs[idx]), float(rate), float(clip_norm), float(sum_divisor), float(grad_divisor),
                             r, float(model.l2))
 

@@ -1,8 +1,10 @@
 """The JAX twins: the families of the optional JAX path, each a batched fit on `dpbench.on_jax.loops`
 (`--device gpu` / `jax-cpu`, `dpbench.on_jax.device`).
 
-  dpsgd                   DP-SGD (Abadi et al. 2016, Alg. 1), Poisson sampling at any rate; replicas may
-                          differ in epsilon and lr
+  dpsgd                   DP-SGD (Abadi et al. 2016, Alg. 1), Poisson sampling; replicas may differ in
+                          epsilon and lr
+  dp_lssgd                DP-LSSGD (Wang et al. 2019): DP-SGD's loop, each step's direction smoothed by
+                          A_sigma^{-1} per parameter block with the FFT (post-processing); as dpsgd
   dp_gd                   full-batch DP-GD (Wang, Ye, Xu 2017); replicas may differ in epsilon and lr
   output_perturbation_gd  the noise-free projected GD of [S2] Alg. 1 on the device, then the numpy
                           path's own release (its noise drawn on the CPU); replicas may differ in epsilon,
@@ -12,11 +14,11 @@
                           epsilon, epochs and lr
 
 on logistic regression, ridge regression and the MLP (`dpbench.on_jax.forms`), without a trace
-(`trace_every` = 0), DP-SGD at an expected batch of at least `MIN_BATCH` rows. Everything else -- the
-other algorithms, per-example input noise, traces, plugin algorithms -- runs on the CPU path in the same
-run: PIDP-SGD and the batch-1 methods take one row a step, where a GPU's launch latency loses to the
-compiled CPU loop; the robust and sample-and-aggregate
-methods are not gradient loops of this shape.
+(`trace_every` = 0), DP-SGD and DP-LSSGD at an expected batch of at least `MIN_BATCH` rows. Everything
+else -- the other algorithms, per-example input noise, traces, plugin algorithms -- runs on the CPU path
+in the same run: PIDP-SGD and the batch-1 methods take one row a step, where a GPU's launch latency
+loses to the compiled CPU loop; objective perturbation, Bolt-on, the robust and sample-and-aggregate
+methods are not gradient loops of this shape; a plugin's per-step `transform` is Python code.
 
 What a twin shares with the numpy path: every calibration, plan and ledger is the numpy path's own
 (`dpsgd.noisy_sgd_plan`, `gradient_perturbation.dp_gd_plan`, `output_perturbation.plan_output_gd`,
@@ -25,9 +27,9 @@ accounting never runs on the accelerator; the noisy loops report their steps in 
 (`releases.released_steps`, replica r with its own noise std), so the run-time release check compares
 them with the ledger as it does the numpy path's. What differs: replica r draws `model.init(rng_r)` from
 its numpy Generator as the single fit does, then two uint32 words that seed its JAX key; every
-sampling mask and noise vector after that is JAX's (`dpbench.on_jax.loops`). Output and input perturbation draw
-all their noise on the CPU from the numpy Generator, exactly as the numpy path does, so their results
-equal the numpy path's up to float rounding.
+sampling mask and noise vector after that is JAX's (`dpbench.on_jax.loops`). Output and input
+perturbation draw all their noise on the CPU from the numpy Generator, exactly as the numpy path does,
+so their results equal the numpy path's up to float rounding.
 
 Observers: the JAX loops cannot report each step's arrays (`releases.observing`), so a twin refuses to
 run while somebody observes; audits of every update run on the numpy path.
@@ -42,6 +44,9 @@ import numpy as np
 
 from dpbench.algorithms import releases
 from dpbench.algorithms.base import Fit, FitFunction, PrivacyTarget, Problem, hyperparameters
+from dpbench.algorithms.dp_lssgd import blocks as lssgd_blocks
+from dpbench.algorithms.dp_lssgd import fit_dp_lssgd, smoothing_denominator
+from dpbench.algorithms.dp_lssgd import ledger_details as lssgd_details
 from dpbench.algorithms.dpsgd import fit_dpsgd, noisy_sgd_plan
 from dpbench.algorithms.gradient_perturbation import dp_gd_plan, fit_dp_gd
 from dpbench.algorithms.input_perturbation import _calibration as input_calibration
@@ -96,19 +101,22 @@ def _starts(problem: Problem, rngs: Sequence[np.random.Generator]) -> tuple[np.n
     return theta0, keys
 
 
-def _dpsgd_batch(problem: Problem, privacies: Sequence[PrivacyTarget], rngs: Sequence[np.random.Generator],
-                 params: Sequence[dict]) -> list[Fit]:
-    """DP-SGD (`dpsgd.fit_dpsgd`) of R replicas on the device: each replica its own noise multiplier
-    and step size, the same steps, batch size and clipping norm."""
+def _noisy_sgd(fit: FitFunction, problem: Problem, privacies: Sequence[PrivacyTarget],
+               rngs: Sequence[np.random.Generator], params: Sequence[dict],
+               smoothing: Callable[[dict], tuple[dict, list]] | None = None) -> list[Fit]:
+    """DP-SGD's loop (`dpsgd.fit_noisy_sgd`) of R replicas on the device: each replica its own noise
+    multiplier and step size, the same steps, batch size and clipping norm. `smoothing(hyper)`: DP-LSSGD's
+    ledger details and (block, denominator) pairs (`dp_lssgd`), its direction smoothed each step."""
     device = _device()
     privacies, rngs = list(privacies), list(rngs)
-    hypers = batch_hyperparameters(fit_dpsgd, params, varying=("lr",))
+    hypers = batch_hyperparameters(fit, params, varying=("lr",))
     if not rngs:
         return []
     h, n = hypers[0], problem.n
+    details, blocks = smoothing(h) if smoothing is not None else ({}, [])
     plans = once_each(privacies, lambda r: noisy_sgd_plan(
         n, privacies[r], epochs=h["epochs"], batch_size=h["batch_size"], clip_norm=h["clip_norm"],
-        calibration=h["calibration"], paper_c=h["paper_c"]))
+        calibration=h["calibration"], paper_c=h["paper_c"], **details))
     agreed(plans, ("steps", "batch_size"))
     q = min(1.0, plans[0].batch_size / n)  # as `sgd.run_sgd` derives it
     per_epoch = max(1.0, n / plans[0].batch_size)
@@ -120,9 +128,30 @@ def _dpsgd_batch(problem: Problem, privacies: Sequence[PrivacyTarget], rngs: Seq
 
     Theta = noisy_descent(problem.model, problem.X, problem.y, theta0, keys, std, lrs, rate=q,
                           clip_norm=h["clip_norm"], sum_divisor=1.0, grad_divisor=q * n, radius=h["radius"],
-                          device=device)
+                          device=device, smoothing=blocks)
     releases.released_steps(plans[0].steps, std, rate=q, clip_norm=h["clip_norm"], replicas=len(rngs))
     return [Fit(theta=Theta[r].copy(), privacy=plans[r].ledger, trace=[]) for r in range(len(rngs))]
+
+
+def _dpsgd_batch(problem: Problem, privacies: Sequence[PrivacyTarget], rngs: Sequence[np.random.Generator],
+                 params: Sequence[dict]) -> list[Fit]:
+    """DP-SGD (`dpsgd.fit_dpsgd`, Abadi et al. 2016 Alg. 1) of R replicas on the device (`_noisy_sgd`)."""
+    return _noisy_sgd(fit_dpsgd, problem, privacies, rngs, params)
+
+
+def _dp_lssgd_batch(problem: Problem, privacies: Sequence[PrivacyTarget], rngs: Sequence[np.random.Generator],
+                    params: Sequence[dict]) -> list[Fit]:
+    """DP-LSSGD (`dp_lssgd.fit_dp_lssgd`, Wang et al. 2019): DP-SGD's loop on the device with each step's
+    direction smoothed by A_sigma^{-1} per parameter block (post-processing), DP-SGD's ledger plus its details."""
+    model = problem.model
+
+    def smoothing(h: dict) -> tuple[dict, list]:
+        sigma = float(h["smoothing"])
+        pairs = [] if sigma == 0.0 else [(sl, smoothing_denominator(sl.stop - sl.start, sigma))
+                                         for sl in lssgd_blocks(model)]
+        return lssgd_details(model, sigma), pairs
+
+    return _noisy_sgd(fit_dp_lssgd, problem, privacies, rngs, params, smoothing)
 
 
 def _dp_gd_batch(problem: Problem, privacies: Sequence[PrivacyTarget], rngs: Sequence[np.random.Generator],
@@ -227,6 +256,7 @@ def _input_batch(problem: Problem, privacies: Sequence[PrivacyTarget], rngs: Seq
 #: algorithm name -> its JAX twin
 TWINS: dict[str, JaxTwin] = {
     "dpsgd": JaxTwin(fit_dpsgd, _dpsgd_batch, ("lr",), _dpsgd_applies),
+    "dp_lssgd": JaxTwin(fit_dp_lssgd, _dp_lssgd_batch, ("lr",), _dpsgd_applies),
     "dp_gd": JaxTwin(fit_dp_gd, _dp_gd_batch, ("lr",)),
     "output_perturbation_gd": JaxTwin(fit_output_perturbation_gd, _output_batch, OUTPUT_VARYING),
     "input_perturbation": JaxTwin(fit_input_perturbation, _input_batch, ("epochs", "lr"), _input_applies),

@@ -166,3 +166,22 @@ def test_a_form_with_only_its_loss_takes_per_example_gradients_in_blocks(cpu, mo
     gsum, _ = model.clipped_grad_sum(start[0], X, y, 0.2)
     np.testing.assert_allclose(got[0], start[0] - 0.5 * (gsum / 20.0 + model.reg_grad(start[0])), rtol=1e-12,
                                atol=1e-14)
+
+
+@pytest.mark.parametrize("name,options", MODELS[::2])
+def test_one_noise_free_dp_lssgd_step_smooths_as_the_numpy_path(name, options, cpu):
+    """DP-LSSGD's direction A_sigma^{-1} (clipped sum / q n + l2 theta), block by block (the MLP's four
+    tensors), = `dp_lssgd.smoother` on the numpy step (sigma 1.5)."""
+    from dpbench.algorithms.dp_lssgd import blocks, smoother, smoothing_denominator
+
+    X, y = _data()
+    n = X.shape[0]
+    model = models.make(name, X.shape[1], **options)
+    start = model.init(np.random.default_rng(6))[None, :] + 0.1
+    pairs = [(sl, smoothing_denominator(sl.stop - sl.start, 1.5)) for sl in blocks(model)]
+    got = loops.noisy_descent(model, X, y, start, np.zeros((1, 2), dtype=np.uint32), np.zeros(1), np.full((1, 1), 0.7),
+                              rate=1.0, clip_norm=0.5, sum_divisor=1.0, grad_divisor=float(n), radius=None, device=cpu,
+                              smoothing=pairs)
+    gsum, _ = model.clipped_grad_sum(start[0], X, y, 0.5)
+    direction = smoother(model, 1.5)(gsum / n + model.reg_grad(start[0]))
+    np.testing.assert_allclose(got[0], start[0] - 0.7 * direction, rtol=1e-12, atol=1e-14)

@@ -1,6 +1,6 @@
 """The JAX twins against the numpy path: identical ledgers and release counts, results equal where the
 draws are the same (output and input perturbation) and statistically equivalent where they are not
-(DP-SGD, DP-GD: paired over seeds, within a stated margin); cells keyed by backend; the device errors."""
+(DP-SGD, DP-LSSGD, DP-GD: paired over seeds, within a stated margin); cells keyed by backend; the device errors."""
 
 from __future__ import annotations
 
@@ -67,6 +67,7 @@ CASES = [  # DP-SGD on the logreg case draws Bernoulli weights on every row, on 
     ("dpsgd", "logreg", {}, {"epochs": 3, "batch_size": 20, "lr": 2.0, "clip_norm": 1.0}),
     ("dpsgd", "mlp", {"hidden": 4, "n": 400}, {"epochs": 2, "batch_size": 10, "lr": 0.5, "clip_norm": 1.0}),
     ("dp_gd", "logreg", {}, {"epochs": 20, "lr": 1.0}),
+    ("dp_lssgd", "mlp", {"hidden": 4, "n": 400}, {"epochs": 2, "batch_size": 10, "lr": 0.5, "smoothing": 1.0}),
 ]
 
 
@@ -106,6 +107,7 @@ def test_the_test_sees_a_wrong_noise(cpu):
 
 @pytest.mark.parametrize("name,hyper", [
     ("dpsgd", {"epochs": 2, "batch_size": 64, "lr": 0.5}),
+    ("dp_lssgd", {"epochs": 2, "batch_size": 64, "lr": 0.5, "smoothing": 2.0}),
     ("dp_gd", {"epochs": 7, "lr": 1.0}),
 ])
 def test_release_counts_are_the_numpy_paths_per_replica(name, hyper, cpu):
@@ -149,6 +151,7 @@ def test_which_cells_run_on_jax():
 
     assert twins.on_jax("dpsgd", LogisticRegression, {})
     assert twins.on_jax("dp_gd", MLP, {"lr": 0.1})
+    assert twins.on_jax("dp_lssgd", MLP, {}) and not twins.on_jax("dp_lssgd", MLP, {"batch_size": 1})
     assert not twins.on_jax("dpsgd", LogisticRegression, {"trace_every": 10})  # traces stay on the CPU path
     assert not twins.on_jax("dpsgd", LogisticRegression, {"batch_size": 1})  # batch 1: the compiled CPU loop
     assert twins.on_jax("dpsgd", LogisticRegression, {"batch_size": twins.MIN_BATCH})
