@@ -86,8 +86,8 @@ def load_spec(spec: str, profile: str):
 
 DEVICE_HELP = ("where the trainings run: cpu (the numpy/numba path; what the stored references use), gpu (the JAX "
                "path on the first GPU for DP-SGD, DP-LSSGD, DP-GD, output and input perturbation, every other "
-               "algorithm on the CPU path in the same run), jax-cpu (the JAX path on JAX's CPU build). The JAX path draws its own "
-               "random numbers: its cells are stored under their own keys and never share a curve with the CPU "
+               "algorithm on the CPU path in the same run), jax-cpu (the JAX path on JAX's CPU build). The JAX "
+               "path draws its own random numbers: its cells are stored under their own keys and never share a curve with the CPU "
                "path's. Needs pip install 'dpbench[jax]' (and 'jax[cuda12]' for gpu)")
 
 
