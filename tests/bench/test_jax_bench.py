@@ -39,6 +39,22 @@ def described():
     return device.describe("jax-cpu")
 
 
+#: each suite's records at the tiny shapes, run once per module (the CLI test reuses them)
+@pytest.fixture(scope="module")
+def steps_records(tiny_data):
+    return jax_suites.jax_steps_suite("jax-cpu", data=tiny_data, **STEPS)
+
+
+@pytest.fixture(scope="module")
+def many_records(tiny_data):
+    return jax_suites.jax_many_suite("jax-cpu", data=tiny_data, **MANY)
+
+
+@pytest.fixture(scope="module")
+def audit_records(data_dir):
+    return jax_suites.jax_audit_suite("jax-cpu", str(data_dir), **AUDIT)
+
+
 def _positive(value) -> bool:
     return isinstance(value, float) and math.isfinite(value) and value > 0
 
@@ -58,8 +74,8 @@ def _check(records: list[dict], suite: str, rate: str, described: str) -> None:
             assert rec["device"] == "cpu: numpy/numba"
 
 
-def test_jax_steps_suite(tiny_data, described):
-    records = jax_suites.jax_steps_suite("jax-cpu", data=tiny_data, **STEPS)
+def test_jax_steps_suite(steps_records, described):
+    records = steps_records
     _check(records, "steps", "examples_per_s", described)
     assert {(r["model"], r["batch_size"]) for r in records} == {(m, b) for m in ("logreg", "mlp") for b in (1, 16)}
     for rec in records:
@@ -70,8 +86,8 @@ def test_jax_steps_suite(tiny_data, described):
     assert all(c in table[0] for c in ("device", "steps_per_s", "compile_seconds")) and described in table[1]
 
 
-def test_jax_many_suite_beside_the_numpy_path(tiny_data, described):
-    records = jax_suites.jax_many_suite("jax-cpu", data=tiny_data, **MANY)
+def test_jax_many_suite_beside_the_numpy_path(many_records, described):
+    records = many_records
     _check(records, "many", "fits_per_s", described)
     jax_rec, numpy_rec = records
     assert (jax_rec["path"], jax_rec["measure"]) == ("jax", "64 fits, twin.many")
@@ -80,8 +96,8 @@ def test_jax_many_suite_beside_the_numpy_path(tiny_data, described):
     assert jax_rec["fits_per_s"] == pytest.approx(64 / jax_rec["seconds"])
 
 
-def test_jax_audit_suite_beside_the_numpy_path(data_dir, described):
-    records = jax_suites.jax_audit_suite("jax-cpu", str(data_dir), **AUDIT)
+def test_jax_audit_suite_beside_the_numpy_path(audit_records, described):
+    records = audit_records
     _check(records, "audit", "fits_per_s", described)
     jax_rec, numpy_rec = records
     assert (jax_rec["path"], jax_rec["trials"], numpy_rec["path"], numpy_rec["trials"]) == ("jax", 64, "numpy", 32)
@@ -113,17 +129,20 @@ def test_table_prints_a_target_in_seconds_and_keeps_the_old_columns():
                       "target"]
 
 
-#: the suites themselves, before a test replaces them with their tiny versions
-_REAL = {"steps": jax_suites.jax_steps_suite, "numpy_steps": bench.steps_suite, "many": jax_suites.jax_many_suite,
-         "audit": jax_suites.jax_audit_suite}
+#: the numpy steps suite itself, before the CLI test replaces it with its tiny version
+_REAL = {"numpy_steps": bench.steps_suite}
 
 
-def test_cli_bench_device_runs_the_four_suites_in_order(tiny_data, data_dir, tmp_path, monkeypatch, described):
+def test_cli_bench_device_runs_the_four_suites_in_order(tiny_data, data_dir, tmp_path, monkeypatch, described,
+                                                        steps_records, many_records, audit_records):
+    """The CLI's order, tables and JSON; the JAX suites stand in with their records above (run once)."""
+    import copy
+
     calls: list[str] = []
 
     def jax_steps(dev, data_dir=None, repeats=1):
         calls.append("jax steps")
-        return _REAL["steps"](dev, data=tiny_data, **STEPS)
+        return copy.deepcopy(steps_records)
 
     def numpy_steps(data_dir=None, repeats=1, *, models, batch_sizes, long_run):
         calls.append("steps")
@@ -133,11 +152,11 @@ def test_cli_bench_device_runs_the_four_suites_in_order(tiny_data, data_dir, tmp
 
     def jax_many(dev, data_dir=None, repeats=1):
         calls.append("jax many")
-        return _REAL["many"](dev, data=tiny_data, **MANY)
+        return copy.deepcopy(many_records)
 
     def jax_audit(dev, data_dir=None, repeats=1):
         calls.append("jax audit")
-        return _REAL["audit"](dev, data_dir, **AUDIT)
+        return copy.deepcopy(audit_records)
 
     monkeypatch.setattr(jax_suites, "jax_steps_suite", jax_steps)
     monkeypatch.setattr(bench, "steps_suite", numpy_steps)
