@@ -16,3 +16,13 @@ def logistic_problem(n: int = 2000, d: int = 6, seed: int = 0, l2: float = 1e-3)
     w = rng.normal(size=d) * 3
     y = np.where(X @ w + 0.3 * rng.normal(size=n) >= 0, 1.0, -1.0)
     return Problem(model=models.make("logreg", d, l2=l2), X=X, y=y)
+
+
+def tiny_rows(n: int, d: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(X, y) for the benchmark suites' tests: rows with ||x|| <= 1, labels of a random direction plus a
+    little noise."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
+    y = np.where(X @ rng.standard_normal(d) + 0.1 * rng.standard_normal(n) >= 0, 1.0, -1.0)
+    return X, y

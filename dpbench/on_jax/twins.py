@@ -94,6 +94,13 @@ def _device():
     return jax_device.activate(device)
 
 
+def _replicas(fit: FitFunction, privacies, rngs, params, varying: Sequence[str]):
+    """(device, privacies, rngs, hyperparameters) of one batched call: the JAX device (`_device`), the
+    replicas as lists, each replica's hyperparameters checked equal outside `varying`."""
+    device = _device()
+    return device, list(privacies), list(rngs), batch_hyperparameters(fit, params, varying=varying)
+
+
 def _starts(problem: Problem, rngs: Sequence[np.random.Generator]) -> tuple[np.ndarray, np.ndarray]:
     """Each replica's model.init (drawn as the single fit draws it), then its JAX key (two uint32 words)."""
     theta0 = np.stack([np.asarray(problem.model.init(rng), dtype=np.float64) for rng in rngs])
@@ -107,9 +114,7 @@ def _noisy_sgd(fit: FitFunction, problem: Problem, privacies: Sequence[PrivacyTa
     """DP-SGD's loop (`dpsgd.fit_noisy_sgd`) of R replicas on the device: each replica its own noise
     multiplier and step size, the same steps, batch size and clipping norm. `smoothing(hyper)`: DP-LSSGD's
     ledger details and (block, denominator) pairs (`dp_lssgd`), its direction smoothed each step."""
-    device = _device()
-    privacies, rngs = list(privacies), list(rngs)
-    hypers = batch_hyperparameters(fit, params, varying=("lr",))
+    device, privacies, rngs, hypers = _replicas(fit, privacies, rngs, params, ("lr",))
     if not rngs:
         return []
     h, n = hypers[0], problem.n
@@ -158,9 +163,7 @@ def _dp_gd_batch(problem: Problem, privacies: Sequence[PrivacyTarget], rngs: Seq
                  params: Sequence[dict]) -> list[Fit]:
     """Full-batch DP-GD (`gradient_perturbation.fit_dp_gd`) of R replicas on the device: each its own
     noise std and step size, the same steps and clipping norm."""
-    device = _device()
-    privacies, rngs = list(privacies), list(rngs)
-    hypers = batch_hyperparameters(fit_dp_gd, params, varying=("lr",))
+    device, privacies, rngs, hypers = _replicas(fit_dp_gd, privacies, rngs, params, ("lr",))
     if not rngs:
         return []
     h, n = hypers[0], problem.n
@@ -187,9 +190,7 @@ def _output_batch(problem: Problem, privacies: Sequence[PrivacyTarget], rngs: Se
                   params: Sequence[dict]) -> list[Fit]:
     """Output perturbation of projected full-batch GD ([S2] Alg. 1): the descents on the device (one
     call per set of training rows), each replica's release on the CPU (`output_perturbation._release`)."""
-    device = _device()
-    privacies, rngs = list(privacies), list(rngs)
-    hypers = batch_hyperparameters(fit_output_perturbation_gd, params, varying=OUTPUT_VARYING)
+    device, privacies, rngs, hypers = _replicas(fit_output_perturbation_gd, privacies, rngs, params, OUTPUT_VARYING)
     targets = [output_target(p) for p in privacies]
     plans = [plan_output_gd(problem.model, problem.n, **h) for h in hypers]
     starts = np.stack([np.asarray(problem.model.init(rng), dtype=np.float64) for rng in rngs]) if rngs else None
@@ -228,9 +229,7 @@ def _input_batch(problem: Problem, privacies: Sequence[PrivacyTarget], rngs: Seq
                  params: Sequence[dict]) -> list[Fit]:
     """Input perturbation ([S3] Alg. 1) with shared noise: z_r and the start drawn on the CPU in the
     single fit's order, the T_r GD steps on X + z_r on the device."""
-    device = _device()
-    privacies, rngs = list(privacies), list(rngs)
-    hypers = batch_hyperparameters(fit_input_perturbation, params, varying=("epochs", "lr"))
+    device, privacies, rngs, hypers = _replicas(fit_input_perturbation, privacies, rngs, params, ("epochs", "lr"))
     if not rngs:
         return []
     if not _input_applies(hypers[0]):

@@ -7,7 +7,6 @@ import json
 import math
 import sys
 
-import numpy as np
 import pytest
 
 pytest.importorskip("jax", reason="the JAX path needs the jax extra: pip install 'dpbench[jax]'")
@@ -18,6 +17,7 @@ from dpbench.bench import jax_suites  # noqa: E402
 from dpbench.bench import suites as bench  # noqa: E402
 from dpbench.cli.main import main  # noqa: E402
 from dpbench.on_jax import device  # noqa: E402
+from tests.problems import tiny_rows  # noqa: E402
 
 STEPS = dict(steps=20, batch_sizes=(1, 16))
 MANY = dict(fits=64, steps=20, batch_size=50, numpy_fits=32)
@@ -26,12 +26,7 @@ AUDIT = dict(trials=64, rows=100, steps=10, batch_size=50, numpy_trials=32)
 
 @pytest.fixture(scope="module")
 def tiny_data():
-    rng = np.random.default_rng(0)
-    n, d = 200, 5
-    X = rng.standard_normal((n, d))
-    X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
-    y = np.where(X @ rng.standard_normal(d) + 0.1 * rng.standard_normal(n) >= 0, 1.0, -1.0)
-    return X, y
+    return tiny_rows(200, 5)
 
 
 @pytest.fixture(scope="module")

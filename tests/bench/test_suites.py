@@ -13,18 +13,14 @@ import pytest
 
 from dpbench.bench import suites as bench
 from dpbench.privacy import accounting
+from tests.problems import tiny_rows
 
 TINY = dict(min_time=0.002, best_of=1, batch_sizes=(1, 8))
 
 
 @pytest.fixture(scope="module")
 def tiny_data():
-    rng = np.random.default_rng(0)
-    n, d = 60, 6
-    X = rng.standard_normal((n, d))
-    X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
-    y = np.where(X @ rng.standard_normal(d) + 0.1 * rng.standard_normal(n) >= 0, 1.0, -1.0)
-    return X, y
+    return tiny_rows(60, 6)
 
 
 def _check(records: list[dict], suite: str, value_key: str | None = None) -> None:
