@@ -17,7 +17,7 @@ def _counts(verdicts: list) -> dict[str, int]:
 
 
 def verdict_counts(verdicts: list) -> str:
-    """How many claims each verdict has: "2 reproduced, 0 contradicted, 1 inconclusive, 0 no data"."""
+    """How many claims each verdict has: "2 reproduced, 0 contradicted, 0 no difference beyond m, 1 undecided, ..."."""
     from dpbench.analysis.claims import VERDICT_ORDER
 
     counts = _counts(verdicts)
@@ -33,23 +33,35 @@ def verdict_counts(verdicts: list) -> str:
 @click.option("--readme", default=None, type=click.Path(exists=True, dir_okay=False),
               help="also write each table into this Markdown file (e.g. docs/papers/<experiment>.md) between "
                    "<!-- claims:NAME --> and <!-- /claims:NAME -->")
-@click.option("--summary", default=None, type=click.Path(exists=True, dir_okay=False),
-              help="also write the verdict counts of every SPEC given, one row each, into this Markdown file "
-                   "(e.g. docs/reference/claims-inventory.md) between <!-- claims:summary --> and "
-                   "<!-- /claims:summary -->")
+@click.option("--summary", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="also write the verdict counts of every SPEC given, one row each with its status "
+                   "(exploratory or confirmatory), into this Markdown file (e.g. README.md, "
+                   "docs/reference/claims-inventory.md; repeat the option for several) between "
+                   "<!-- claims:summary --> and <!-- /claims:summary -->")
 @click.option("--selection", default=None, type=click.Path(exists=True, dir_okay=False),
               help="also evaluate every claim with the hyperparameters selected the other way (per seed vs "
                    "pooled over seeds, the spec's select_per), print the claims whose verdict changes and write "
                    "them, for every SPEC given, into this Markdown file (e.g. docs/claims.md) between "
                    "<!-- claims:selection --> and <!-- /claims:selection -->")
-def claims(spec, profile, results, markdown, readme, summary, selection) -> None:
-    """Verdicts of each experiment's `claims:` block: reproduced, contradicted or inconclusive.
+@click.option("--simulate", "simulate", type=click.IntRange(min=100), default=None, metavar="EXPERIMENTS",
+              help="also run the claims' whole procedure (looks, spending, Holm) on this many experiments "
+                   "resampled from each SPEC's own per-seed values (skew and runaway seeds as they are), for the "
+                   "sign test the verdicts use and the t-test, and print the family-wise error and power "
+                   "(dpbench/analysis/claims/shapes.py; about 10 s per 1,000 experiments and SPEC)")
+@click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False),
+              help="folder of the raw data files, read only for majority-class rates the stored majority.csv "
+                   "lacks (default: $DPBENCH_DATA, else ./data)")
+def claims(spec, profile, results, markdown, readme, summary, selection, simulate, data_dir) -> None:
+    """Verdicts of each experiment's `claims:` block: reproduced, contradicted, no difference
+    beyond m, undecided or vacuous.
 
     Every claim (a sentence of a paper or of the docs about a figure) is tested with paired
     statistics over seeds on what is stored: the cells, or, where they are absent, the committed
-    runs.csv.gz and audits.csv (dpbench/analysis/claims.py: effect with a 95% CI, one-sided
-    p-values, Holm across the claims of one experiment, the seeds an inconclusive claim would
-    need). Trains nothing; writes claims.csv and claims.md next to the experiment's curves.
+    runs.csv.gz and audits.csv (dpbench/analysis/claims/: the sign test of the median per-seed
+    statistic, exact for any shape, with its 95% interval; Holm across the claims of one
+    experiment; the seeds an undecided claim would need). Trains nothing; writes claims.csv and
+    claims.md next to the experiment's curves. Every verdict is marked exploratory: the claims
+    were written with the committed seeds in view.
     """
     import pandas as pd
 
@@ -58,14 +70,16 @@ def claims(spec, profile, results, markdown, readme, summary, selection) -> None
     from dpbench.experiment.layout import output_folder
 
     counts: dict[str, dict[str, int]] = {}
+    status: dict[str, str] = {}
     flips: list[dict] = []
     for path in spec:
         exp = load_spec(path, profile)
         if not exp.claims:
             click.echo(f"{exp.name} [{exp.profile}]: no claims")
             continue
-        verdicts = verdicts_mod.claim_verdicts(exp, results)
+        verdicts = verdicts_mod.claim_verdicts(exp, results, data_dir)
         counts[exp.name] = _counts(verdicts)
+        status[exp.name] = claims_mod.status_text([v.status for v in verdicts])
         click.echo(f"== {exp.name} [{exp.profile}]: {len(verdicts)} claims: {verdict_counts(verdicts)}")
         if markdown:
             click.echo(claims_mod.markdown(verdicts))
@@ -81,19 +95,40 @@ def claims(spec, profile, results, markdown, readme, summary, selection) -> None
         if readme:
             _fill_block(readme, "--readme", exp.name, claims_mod.markdown(verdicts))
             click.echo(f"written: the {exp.name} table of {readme}")
+        if simulate:
+            _simulate(exp, verdicts, simulate)
         if selection:
             changed = verdicts_mod.selection_flips(exp, verdicts, results)
             flips += changed
             click.echo(f"verdicts that change with the selection ({exp.select_per} -> the other): "
                        + ("; ".join(f"{f['claim']}: {f['seed']} per seed, {f['pooled']} pooled" for f in changed)
                           or "none"))
-    if summary:
-        _fill_block(summary, "--summary", claims_mod.SUMMARY_BLOCK, claims_mod.summary_markdown(counts))
-        click.echo(f"written: the verdict counts of {len(counts)} experiments in {summary}")
+    for page in summary:
+        _fill_block(page, "--summary", claims_mod.SUMMARY_BLOCK, claims_mod.summary_markdown(counts, status))
+        click.echo(f"written: the verdict counts of {len(counts)} experiments in {page}")
     if selection:
         _fill_block(selection, "--selection", claims_mod.SELECTION_BLOCK,
                     claims_mod.selection_markdown(flips, list(counts)))
         click.echo(f"written: {len(flips)} verdicts that depend on the selection in {selection}")
+
+
+def _simulate(exp, verdicts: list, experiments: int) -> None:
+    """Print the family-wise error and power of the claims' procedure on the experiment's own shapes."""
+    import pandas as pd
+
+    from dpbench.analysis.claims import Design
+    from dpbench.analysis.claims.shapes import claim_shapes, simulate_shapes
+
+    shapes = claim_shapes(verdicts)
+    if not shapes:
+        click.echo(f"{exp.name}: no claim with per-seed values to resample")
+        return
+    design = Design(exp.decide_looks) if exp.decide_looks else Design.fixed(max(len(exp.seeds), 2))
+    result = simulate_shapes(shapes, design, experiments)
+    click.echo(f"{exp.name}: {experiments} experiments resampled from {result.subtests} sub-tests of "
+               f"{result.claims} claims, looks {design.looks} ({result.seconds:.0f} s)")
+    with pd.option_context("display.width", 200):
+        click.echo(result.table().to_string(index=False, float_format=lambda v: f"{v:.3f}"))
 
 
 def _fill_block(path: str, option: str, name: str, table_markdown: str) -> None:

@@ -215,8 +215,8 @@ def _report(exp, out) -> None:
                    "figures over iterations) instead of the per-cell store: rewrites curves.csv and the figures, "
                    "leaves runs.csv.gz, trace_curves.csv.gz and manifest.json alone; audits are not redrawn")
 @click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False),
-              help="data folder a figure's `baseline: majority` reads the test labels from (default: "
-                   "$DPBENCH_DATA, else ./data)")
+              help="data folder the majority-class rates (claims' screens, a figure's `baseline: majority`) read "
+                   "the test labels from, else results/<exp>/majority.csv (default: $DPBENCH_DATA, else ./data)")
 @click.option("--device", default="cpu", show_default=True, type=click.Choice(("cpu", "gpu", "jax-cpu")),
               help="draw the cells `dpbench run --device` stored: gpu and jax-cpu read the JAX path's cells of its "
                    "families (the same cells for both), cpu the numpy path's")

@@ -18,7 +18,8 @@ from dpbench.cli.options import DATA_HELP, load_spec, results_option, writable_f
 @click.option("--out", default=None, type=click.Path(file_okay=False),
               help="folder the site is written to: index.html, <experiment>.html, assets/ (default: --results)")
 @click.option("--baseline/--no-baseline", default=True, show_default=True,
-              help="draw a figure's `baseline: majority` line (reads the data sets' test labels, as the PNG does)")
+              help="draw a figure's `baseline: majority` line (from the data sets' test labels, else the stored "
+                   "majority.csv, as the PNG does)")
 @click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False), help=DATA_HELP)
 def report_(spec, profile, results, out, baseline, data_dir) -> None:
     """Write a static HTML site: an index and one page per experiment; trains nothing.

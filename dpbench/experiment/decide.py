@@ -26,6 +26,7 @@ import yaml
 from dpbench.core.errors import SpecError
 from dpbench.core.store import atomic_write_text
 from dpbench.experiment import pipeline
+from dpbench.experiment import plan as plan_mod
 from dpbench.experiment.inventory import inventory
 from dpbench.experiment.verdicts import claim_verdicts
 from dpbench.spec import experiment as spec_mod
@@ -52,6 +53,7 @@ class Decision:
     seeds: dict[str, int] = field(default_factory=dict)
     stopped: str = ""
     verdicts: list = field(default_factory=list)
+    seed: int = 0  # the experiment seed the rounds ran on (a confirmatory plan's own stream)
 
 
 def seed_keys(exp: Experiment) -> dict[str, str]:
@@ -66,10 +68,13 @@ def current_seeds(exp: Experiment) -> dict[str, int]:
     return {keys[ds.label]: exp.seeds_for(ds) for ds in exp.datasets}
 
 
-def with_seeds(exp: Experiment, seeds: dict[str, int]) -> Experiment:
-    """The experiment with these seed counts (a `seeds:` mapping; `default` keeps the spec's)."""
+def with_seeds(exp: Experiment, seeds: dict[str, int], seed: int | None = None) -> Experiment:
+    """The experiment with these seed counts (a `seeds:` mapping; `default` keeps the spec's) and,
+    with `seed`, that experiment seed."""
     raw = dict(exp.resolved)
     raw["seeds"] = {"default": len(exp.seeds), **{k: int(v) for k, v in seeds.items()}}
+    if seed is not None:
+        raw["seed"] = int(seed)
     raw.pop("profiles", None)
     return spec_mod.from_dict(raw, name=exp.name, profile=exp.profile, source=exp.source)
 
@@ -102,13 +107,37 @@ def cell_seconds(exp: Experiment, results: str | Path) -> dict[str, float]:
     return {label: sum(v) / len(v) for label, v in totals.items() if v}
 
 
+def confirmatory(exp: Experiment, results: str | Path) -> Experiment:
+    """The experiment on its frozen plan's confirmatory seed stream (`plan.Plan.seed`), starting at
+    the design's first look (looks[0] x the data set's scale seeds each); SpecError without a
+    plan, when the spec's analysis changed after it was frozen (`plan.check`), or in a git work
+    tree where the plan file is not committed as it is."""
+    frozen = plan_mod.load(exp, results)
+    if frozen is None:
+        raise SpecError(f"{exp.name}: no frozen plan ({plan_mod.plan_path(exp, results)}): run `dpbench decide SPEC "
+                        f"--freeze` before drawing confirmatory seeds")
+    plan_mod.check(exp, frozen)
+    if plan_mod.committed(plan_mod.plan_path(exp, results)) is False:
+        raise SpecError(f"{exp.name}: commit {plan_mod.plan_path(exp, results)} before drawing confirmatory seeds "
+                        f"(the commit records that the plan came first)")
+    scale = dict(exp.decide_scale)
+    keys = seed_keys(exp)
+    first = {keys[ds.label]: exp.decide_looks[0] * scale.get(ds.label, scale.get(keys[ds.label], 1))
+             for ds in exp.datasets}
+    if exp.seed == frozen.seed:  # already on the plan's stream: keep the seeds reached
+        return exp
+    return with_seeds(exp, first, seed=frozen.seed)
+
+
 def decide(exp: Experiment, *, results: str | Path = "results", data_dir: str | None = None,
            budget_hours: float | None = None, max_seeds: int | None = None, jobs: int = 1, backend: str = "loky",
-           scheduler: str | None = None, progress: bool = True, notify=None) -> Decision:
+           scheduler: str | None = None, progress: bool = True, notify=None, confirm: bool = False) -> Decision:
     """Run rounds (module docstring) and return what was done; the experiment's cells already
-    stored are reused."""
+    stored are reused. `confirm`: on the frozen plan's confirmatory seeds (`confirmatory`)."""
     from dpbench.analysis.claims import Design
 
+    if confirm:
+        exp = confirmatory(exp, results)
     if not exp.claims:
         raise SpecError(f"{exp.name}: no claims to decide")
     if not exp.decide_looks:
@@ -125,7 +154,7 @@ def decide(exp: Experiment, *, results: str | Path = "results", data_dir: str | 
     pipeline.run_experiment(current, results=results, data_dir=data_dir, jobs=jobs, backend=backend,
                             scheduler=scheduler, progress=progress)  # the first look: the spec's own seeds
     while True:
-        verdicts = claim_verdicts(current, results)
+        verdicts = claim_verdicts(current, results, data_dir)
         undecided = [v for v in verdicts if v.verdict == "undecided"]
         decision.verdicts = verdicts
         if not undecided:
@@ -169,15 +198,21 @@ def decide(exp: Experiment, *, results: str | Path = "results", data_dir: str | 
                                      cpu_seconds_estimate=estimate, undecided_before=len(undecided)))
         current = target
     decision.seeds = seeds
+    decision.seed = current.seed
     return decision
 
 
-def write_seeds(path: str | Path, exp: Experiment, seeds: dict[str, int]) -> None:
+def write_seeds(path: str | Path, exp: Experiment, seeds: dict[str, int], seed: int | None = None) -> None:
     """Rewrite the top-level `seeds:` line of the spec file with these counts (a one-line mapping;
-    `default` keeps the spec's count; one number when every data set has the same), leaving every
-    other line as it is."""
+    `default` keeps the spec's count; one number when every data set has the same) and, with
+    `seed`, its `seed:` line, leaving every other line as it is."""
     path = Path(path)
     text = path.read_text(encoding="utf-8")
+    if seed is not None and seed != exp.seed:
+        text, count = re.subn(r"(?m)^seed:.*$", f"seed: {int(seed)}   # the confirmatory seed stream of "
+                                                 f"results/{exp.name}/plan.json", text, count=1)
+        if count != 1:
+            raise SpecError(f"{path}: no top-level `seed:` line to rewrite")
     default = len(exp.seeds)
     every = {**current_seeds(exp), **seeds}
     if len(set(every.values())) == 1:
@@ -196,4 +231,5 @@ def _key(label: str) -> str:
     return label if re.fullmatch(r"[A-Za-z][A-Za-z0-9 _-]*", label) else '"' + label.replace('"', '\\"') + '"'
 
 
-__all__ = ["Decision", "Round", "claim_datasets", "current_seeds", "decide", "seed_keys", "with_seeds", "write_seeds"]
+__all__ = ["Decision", "Round", "claim_datasets", "confirmatory", "current_seeds", "decide", "seed_keys", "with_seeds",
+           "write_seeds"]

@@ -51,7 +51,8 @@ def render(exp: Experiment, *, results: str | Path = "results", summary: runner.
 
     `from_runs`: curves.csv and the figures from the committed runs table instead of the cells
     (`render_from_runs`; the runs table, traces and manifest are left alone).
-    `data_dir`: where a figure's `baseline: majority` reads the data sets' test labels.
+    `data_dir`: where the claims' screens and a figure's `baseline: majority` read the data sets'
+    test labels (else majority.csv, which is brought up to date from them: `verdicts.majority_for`).
     """
     if from_runs:
         return render_from_runs(exp, results=results, partial=partial, data_dir=data_dir)
@@ -85,6 +86,9 @@ def render(exp: Experiment, *, results: str | Path = "results", summary: runner.
         curves = curves.assign(partial=note)
     long_traces = curves_mod.traces_table(records)
     traces = curves_mod.trace_curves(selected, long_traces)
+    audits = pd.DataFrame([r.row() for r in audit_list])
+    # before the tables are written: verdicts that cannot be computed (no majority-class rate) raise here
+    verdicts = claims_from(exp, selected, audits if not audits.empty else None, data_dir, results=results)
     folder.mkdir(parents=True, exist_ok=True)
     changed = []
     if records:  # an audit-only experiment has no grid and writes no runs/curves tables
@@ -99,11 +103,9 @@ def render(exp: Experiment, *, results: str | Path = "results", summary: runner.
         named = long_traces.merge(runs[["key", "label", "dataset_label", "model_label", "epsilon", "rep", "params"]],
                                   on="key")
         write_csv_gz(folder / "traces.csv.gz", named, float_format="%.6g")
-    audits = pd.DataFrame([r.row() for r in audit_list])
-    verdicts = claims_from(exp, selected, audits if not audits.empty else None)
     write_claims(exp, verdicts, results)
     figures = draw_figures(exp, curves, traces, folder, note=note, skipped=inv.skipped, data_dir=data_dir,
-                           marks=significant_marks(verdicts))
+                           marks=significant_marks(verdicts), results=results)
     if not audits.empty:  # table + claimed-vs-audited figure (the diagonal: above it, a broken claim)
         table = audits.drop(columns=[c for c in AUDIT_TIMINGS if c in audits])  # same audits, same bytes
         if note:
@@ -117,11 +119,12 @@ def render(exp: Experiment, *, results: str | Path = "results", summary: runner.
 
 def draw_figures(exp: Experiment, curves: pd.DataFrame, traces: pd.DataFrame, folder: Path, *, note: str = "",
                  skipped: tuple[str, ...] = (), data_dir: str | None = None,
-                 marks: pd.DataFrame | None = None) -> list[Path]:
+                 marks: pd.DataFrame | None = None, results: str | Path | None = None) -> list[Path]:
     """Draw every figure of the spec (`figure_tables`) into `folder`; returns the written files."""
     figures: list[Path] = []
     order = [a.label for a in exp.algorithms]
-    for shown in figure_tables(exp, curves, traces, note=note, skipped=skipped, data_dir=data_dir, marks=marks):
+    for shown in figure_tables(exp, curves, traces, note=note, skipped=skipped, data_dir=data_dir, marks=marks,
+                               results=results):
         figures += shown.kind.draw(shown.table, shown.figure.metric, folder / shown.figure.name, title=shown.title,
                                    algorithm_order=order, **dict(shown.figure.options))
     return figures
@@ -140,13 +143,15 @@ class ShownFigure:
 
 def figure_tables(exp: Experiment, curves: pd.DataFrame, traces: pd.DataFrame, *, note: str = "",
                   skipped: tuple[str, ...] = (), data_dir: str | None = None,
-                  marks: pd.DataFrame | None = None, baseline: bool = True) -> list[ShownFigure]:
+                  marks: pd.DataFrame | None = None, baseline: bool = True,
+                  results: str | Path | None = None) -> list[ShownFigure]:
     """Each figure of the spec with the curves (or trace-curves) rows it shows and its title.
 
     A figure restricted to data sets some of which have no curve says so in its title (an optional
     data set skipped because its file was absent, or no results). A figure with `baseline:
     majority` gets the majority-class accuracy of each data set's test split as a column
-    (`majority_accuracy`, from `majority_rates`, which reads the data; `baseline=False` leaves it
+    (`majority_accuracy`, from `majority_rates`: the data in `data_dir`, else majority.csv of the
+    output folder under `results`; NaN, no line, where neither has it; `baseline=False` leaves it
     out), since the tables do not carry the label balance.
     """
     out = []
@@ -168,7 +173,7 @@ def figure_tables(exp: Experiment, curves: pd.DataFrame, traces: pd.DataFrame, *
         if marks is not None and not marks.empty and not shown.empty and kind.table != "traces":
             shown = with_marks(shown, marks)
         if baseline and dict(fig.options).get("baseline") == "majority" and not shown.empty:
-            rates = majority_rates(exp, sorted(set(shown["dataset_label"])), data_dir)
+            rates = majority_rates(exp, sorted(set(shown["dataset_label"])), data_dir, results)
             shown = shown.assign(majority_accuracy=shown["dataset_label"].map(rates))
         out.append(ShownFigure(figure=fig, kind=kind, table=shown, title=title))
     return out
@@ -188,10 +193,12 @@ def render_from_runs(exp, *, results: str | Path = "results", partial: bool = Fa
     The runs table (`load_runs`, restricted to the spec's cells) gives the curves exactly as the
     cells would (same selection, same aggregation); figures over iterations read the committed
     trace_curves.csv.gz (`complete_traces`). Writes curves.csv (left alone when its bytes would
-    not change) and the figures; never runs.csv.gz, trace_curves.csv.gz or manifest.json (they
+    not change), the claims and the figures (and majority.csv where the data add to it:
+    `verdicts.majority_for`); never runs.csv.gz, trace_curves.csv.gz or manifest.json (they
     describe the run that made the results). A spec cell without a row raises
     IncompleteError, writing nothing, unless `partial` (then titles and curves.csv say
-    "partial: k of n cells", as `render` does). Audits are not redrawn.
+    "partial: k of n cells", as `render` does); so does a claim without its majority-class rate
+    (DataError). Audits are not redrawn.
     """
     folder = output_folder(exp, results)
     runs = load_runs(exp, results)
@@ -208,11 +215,11 @@ def render_from_runs(exp, *, results: str | Path = "results", partial: bool = Fa
         curves = curves.assign(partial=note)
     traces = load_traces(exp, results)
     traces = pd.DataFrame() if traces is None else complete_traces(traces, curves)
+    audits = audits_for_claims(exp, results)
+    verdicts = claims_from(exp, selected, audits, data_dir, results=results)  # may raise: before the tables
     folder.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes_via(folder / CURVES_FILE, lambda tmp: curves.to_csv(tmp, index=False, float_format="%.10g"))
-    audits = audits_for_claims(exp, results)
-    verdicts = claims_from(exp, selected, audits)
     write_claims(exp, verdicts, results)
     figures = draw_figures(exp, curves, traces, folder, note=note, skipped=cov.skipped, data_dir=data_dir,
-                                    marks=significant_marks(verdicts))
+                           marks=significant_marks(verdicts), results=results)
     return Outputs(folder=folder, runs=runs, curves=curves, figures=figures, audits=None, claims=verdicts)

@@ -10,9 +10,11 @@ import numpy as np
 import pandas as pd
 
 from dpbench.analysis import curves as curves_mod
+from dpbench.core.errors import DataError
 from dpbench.core.store import atomic_write_bytes_via
 from dpbench.experiment.audits import audit_points, audit_results, stored_audits
-from dpbench.experiment.baselines import majority_rates
+from dpbench.experiment.baselines import majority, majority_path
+from dpbench.experiment import plan as plan_mod
 from dpbench.experiment.inventory import inventory, runs_and_selection
 from dpbench.experiment.layout import RUNS_FILE, output_folder
 from dpbench.spec.experiment import Experiment
@@ -32,7 +34,7 @@ def seed_points(exp: Experiment, results: str | Path, data_dir: str | None = Non
         from dpbench.analysis import claims as claims_mod
 
         audits = pd.DataFrame([r.row() for r in found]) if found else None
-        parts.append(claims_mod.check_points(claims_from(exp, selected, audits)))
+        parts.append(claims_mod.check_points(claims_from(exp, selected, audits, data_dir, results=results)))
     parts = [p for p in parts if not p.empty]
     return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0] if parts else points(selected)
 
@@ -68,32 +70,59 @@ def audits_for_claims(exp: Experiment, results: str | Path) -> pd.DataFrame | No
     return pd.read_csv(path) if path.is_file() else None
 
 
+#: the metric whose claims the majority-class screen reads (dpbench.analysis.claims.screens)
+MAJORITY_METRIC = "accuracy"
+
+
 def claims_from(exp: Experiment, selected: dict[str, pd.DataFrame], audits: pd.DataFrame | None,
-                data_dir: str | None = None) -> list:
+                data_dir: str | None = None, *, results: str | Path | None = None) -> list:
     """dpbench.analysis.claims.Verdict of the experiment's claims on these selected runs and audits
-    table: the points carry the majority-class rate of each data set (read from the data, for the
-    screens; left unknown where the data cannot be read), and with a `decide:` block the claims are
-    tested at its looks."""
+    table: the accuracy points carry the majority-class rate of their data set, which the screens
+    read (`majority_for`: from the data in `data_dir`, else from majority.csv of the output folder
+    under `results`; DataError where neither has it), and with a `decide:` block the claims are
+    tested at its looks. Each verdict's status is the plan's (`plan.status`: confirmatory only
+    for the seeds of a frozen plan whose analysis the spec still has; exploratory without
+    `results`)."""
     from dpbench.analysis import claims as claims_mod
 
     if not exp.claims:
         return []
-    labels = sorted({label for runs in selected.values() if not runs.empty for label in runs["dataset_label"]})
-    points = claims_mod.per_seed_points(selected, majority_for(exp, labels, data_dir))
+    scored = selected.get(MAJORITY_METRIC)
+    labels = [] if scored is None or scored.empty or MAJORITY_METRIC not in scored else \
+        sorted(set(scored.loc[scored[MAJORITY_METRIC].notna(), "dataset_label"]))
+    points = claims_mod.per_seed_points(selected, majority_for(exp, labels, data_dir, results=results))
     design = claims_mod.Design(exp.decide_looks) if exp.decide_looks else None
-    return claims_mod.evaluate(exp.claims, points, audits, design, dict(exp.decide_scale))
+    verdicts = claims_mod.evaluate(exp.claims, points, audits, design, dict(exp.decide_scale))
+    status = plan_mod.status(exp, results) if results is not None else plan_mod.EXPLORATORY
+    for v in verdicts:
+        v.status = status
+    return verdicts
 
 
-_MAJORITY: dict[tuple, dict[str, float]] = {}
+def majority_for(exp: Experiment, labels: list[str], data_dir: str | None = None, *,
+                 results: str | Path | None = None) -> dict[str, float]:
+    """The majority-class rate of each of these data set labels, for the claims' screens
+    (`baselines.majority`): per seed rep from the data where it can be read, else from the stored
+    majority.csv of the output folder under `results` (None: from the data only). The stored table
+    is brought up to date with every share the data gave that it lacks or holds differently.
 
-
-def majority_for(exp: Experiment, labels: list[str], data_dir: str | None = None) -> dict[str, float]:
-    """`baselines.majority_rates`, kept for the process (the claims of one experiment are
-    evaluated several times in one command: tables, figures, check)."""
-    key = (exp.name, exp.spec_hash, data_dir, tuple(labels))
-    if key not in _MAJORITY:
-        _MAJORITY[key] = majority_rates(exp, labels, data_dir)
-    return _MAJORITY[key]
+    A label without a rate is left out when its data are not +-1 (regression); one whose data
+    cannot be read and which the stored table lacks raises DataError (one line: the experiment,
+    the label, the `dpbench data fetch` command and the table), since its verdicts cannot be computed.
+    """
+    found = majority(exp, labels, data_dir, results, store=True)
+    if found.missing:
+        table = majority_path(exp, results) if results is not None else "majority.csv (no results folder given)"
+        missing = sorted(found.missing.items())
+        labels_text = ", ".join(f"{label} ({len(reps)} of {len(found.reps[label])} seeds)"
+                                for label, (_, reps) in missing)
+        names = " ".join(sorted({name for _, (name, _) in missing}))
+        sets, files, them = ("data set", "its raw data file is", "it") if len(missing) == 1 else \
+            ("data sets", "their raw files are", "them")
+        raise DataError(f"{exp.name} [{exp.profile}]: cannot compute the claims' verdicts without the majority-class "
+                        f"rate of {sets} {labels_text}: {files} absent (`dpbench data fetch {names}` downloads {them} "
+                        f"into --data / $DPBENCH_DATA) and {table} lacks it")
+    return found.rates
 
 
 def significant_marks(verdicts: list) -> pd.DataFrame | None:
@@ -114,11 +143,13 @@ def with_marks(shown: pd.DataFrame, marks: pd.DataFrame) -> pd.DataFrame:
     return out.drop(columns="_eps")
 
 
-def claim_verdicts(exp: Experiment, results: str | Path = "results") -> list:
-    """dpbench.analysis.claims.Verdict of every claim of the experiment, from what is stored (nothing is trained)."""
+def claim_verdicts(exp: Experiment, results: str | Path = "results", data_dir: str | None = None) -> list:
+    """dpbench.analysis.claims.Verdict of every claim of the experiment, from what is stored (nothing
+    is trained); `data_dir` is where the raw files are, for majority-class rates majority.csv lacks."""
     if not exp.claims:
         return []
-    return claims_from(exp, selected_for_claims(exp, results), audits_for_claims(exp, results))
+    return claims_from(exp, selected_for_claims(exp, results), audits_for_claims(exp, results), data_dir,
+                       results=results)
 
 
 def selection_flips(exp: Experiment, verdicts: list, results: str | Path = "results") -> list[dict]:
@@ -130,21 +161,29 @@ def selection_flips(exp: Experiment, verdicts: list, results: str | Path = "resu
     if not verdicts:
         return []
     other = "pooled" if exp.select_per == "seed" else "seed"
-    others = claims_from(exp, selected_for_claims(exp, results, other), audits_for_claims(exp, results))
+    others = claims_from(exp, selected_for_claims(exp, results, other), audits_for_claims(exp, results),
+                         results=results)
     return [{"experiment": exp.name, "claim": v.claim.id, exp.select_per: verdict_text(v), other: verdict_text(w)}
             for v, w in zip(verdicts, others, strict=True) if v.verdict != w.verdict]
 
 
 def write_claims(exp: Experiment, verdicts: list, results: str | Path = "results") -> list[Path]:
-    """claims.csv and claims.md into the experiment's output folder (left alone when unchanged)."""
+    """claims.csv and claims.md into the experiment's output folder (left alone when unchanged);
+    confirmatory verdicts carry, beside them, the exploratory verdict of each claim kept when the
+    plan was frozen (`plan.EXPLORATORY_FILE`), where there is one."""
     from dpbench.analysis import claims as claims_mod
 
     if not verdicts:
         return []
     folder = output_folder(exp, results)
     folder.mkdir(parents=True, exist_ok=True)
-    table = claims_mod.table(verdicts)
+    earlier = folder / plan_mod.EXPLORATORY_FILE
+    exploratory = None
+    if earlier.is_file() and any(v.status != plan_mod.EXPLORATORY for v in verdicts):
+        frame = pd.read_csv(earlier)
+        exploratory = dict(zip(frame["id"], frame["verdict"], strict=True))
+    table = claims_mod.table(verdicts, exploratory)
     atomic_write_bytes_via(folder / "claims.csv", lambda tmp: table.to_csv(tmp, index=False, float_format="%.6g"))
-    text = f"# Claims of {exp.name} ({exp.paper or exp.description})\n\n" + claims_mod.markdown(verdicts)
+    text = f"# Claims of {exp.name} ({exp.paper or exp.description})\n\n" + claims_mod.markdown(verdicts, exploratory)
     atomic_write_bytes_via(folder / "claims.md", lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
     return [folder / "claims.csv", folder / "claims.md"]

@@ -37,7 +37,7 @@ ReferenceCurveOption = Annotated[str | None, Param(
     "algorithm)")]
 BaselineOption = Annotated[str | None, Param(
     "majority: the accuracy of predicting the test split's majority class, a dashed grey line per panel "
-    "(read from the data sets' splits, which the tables do not record)", choices=BASELINES)]
+    "(read from the data sets' splits, else from the stored results/<exp>/majority.csv)", choices=BASELINES)]
 
 
 def draw_majority(ax, panel: pd.DataFrame) -> bool:

@@ -272,8 +272,9 @@ def experiment_data(exp: Experiment, results: str | Path, out: Path, *, baseline
                     data_dir: str | None = None) -> dict:
     """Everything one page shows, as JSON-able data (figures, groups, ledgers, audits, claims,
     provenance). Raises ReportError when nothing of the experiment is stored. `baseline`: draw a
-    figure's `baseline: majority` line, read from the data sets' test splits in `data_dir` as the
-    PNG does (experiment.render.majority_rates; a data set that cannot be read gets no line)."""
+    figure's `baseline: majority` line, read from the data sets' test splits in `data_dir`, else from
+    the stored majority.csv, as the PNG does (experiment.render.majority_rates; a data set that has
+    neither gets no line)."""
     folder = layout.output_folder(exp, results)
     curves = stored_tables.load_curves(exp, results)
     audits = _read_csv(folder / "audits.csv")
@@ -287,12 +288,12 @@ def experiment_data(exp: Experiment, results: str | Path, out: Path, *, baseline
     runs = stored_tables.in_spec(exp, runs) if runs is not None else pd.DataFrame()
     selected = curves_mod.selected_by_metric(runs, exp.metrics, exp.selection, exp.select_per) if not runs.empty else {}
     groups = build_groups(exp, runs, selected, curves)
-    verdicts = verdicts_mod.claims_from(exp, selected, audits) if selected else []
+    verdicts = verdicts_mod.claims_from(exp, selected, audits, data_dir, results=results) if selected else []
     order = [a.label for a in exp.algorithms]
     note = str(curves["partial"].dropna().iloc[0]) if "partial" in curves and curves["partial"].notna().any() else ""
     figures = []
     for shown in render.figure_tables(exp, curves, traces, note=note, baseline=baseline, data_dir=data_dir,
-                                        marks=verdicts_mod.significant_marks(verdicts)):
+                                        marks=verdicts_mod.significant_marks(verdicts), results=results):
         fig = shown.figure
         entry = None
         if shown.kind.view is not None and not shown.table.empty:

@@ -28,6 +28,11 @@ METRICS: dict[str, tuple[str, str]] = {
     "estimation_error": ("||theta - w*||_2 (synthetic data only)", "min"),
     "excess_population_risk": ("L_P(theta) - min L_P  (excess population risk)", "min"),
 }
+# the smallest difference of a metric that counts as meaningful (metric units): the margin of the
+# "no difference beyond m" hypothesis every directional claim on it carries (dpbench.analysis.
+# claims), unless the spec's `margins:` declares another for the experiment or a claim gives its
+# own with a reason; a metric without one here (its scale depends on the problem) needs `margins:`
+EQUIVALENCE_MARGINS: dict[str, float] = {"accuracy": 0.01, "optimality_gap": 0.02, "test_loss": 0.02}
 # the range a metric's value lies in (figures keep their ±std bands inside it)
 BOUNDS: dict[str, tuple[float, float]] = {"accuracy": (0.0, 1.0), "optimality_gap": (0.0, float("inf")),
                                           "test_loss": (0.0, float("inf")), "estimation_error": (0.0, float("inf")),

@@ -86,7 +86,8 @@ from dpbench.spec.components import SWEEP_KEYS, Component, components, dataset_c
 from dpbench.spec.figure_specs import FIGURE_KEYS, FigureSpec, check_producible, figures
 from dpbench.spec.grid import Experiment, tuning_draws
 from dpbench.spec.profiles import DEFAULT_PROFILE, apply_profile, merge
-from dpbench.spec.sections import NAME, OPTIMUM_DEFAULTS, TOP_KEYS, decide, delta, epsilons, integer, metrics, \
+from dpbench.spec.sections import NAME, OPTIMUM_DEFAULTS, TOP_KEYS, decide, delta, epsilons, integer, margins, \
+    metrics, \
     optimum, seed_plan, select_per, selection, text
 from dpbench.spec.tuning import TUNING_DEFAULTS, TUNING_SCORES
 
@@ -168,23 +169,25 @@ def from_dict(raw: Any, *, name: str = "experiment", profile: str = DEFAULT_PROF
     seed = integer(spec.get("seed", 0), "seed", minimum=0)
     seeds, dataset_seeds = seed_plan(spec.get("seeds", 1), datasets)
     looks, scale = decide(spec.get("decide"), datasets, strict=profile == DEFAULT_PROFILE)
+    rule = margins(spec.get("margins"))
     return Experiment(
         name=exp_name, description=text(spec, "description"), paper=text(spec, "paper"), profile=profile,
         seed=seed, seeds=seeds, datasets=datasets, models=models, algorithms=algos, epsilons=budgets,
         delta=exp_delta, metrics=exp_metrics, selection=exp_selection, figures=exp_figures,
         optimum=optimum(spec.get("optimum")), source=source, audits=audits(spec.get("audits"), seed, base),
-        claims=claims(spec.get("claims")), dataset_seeds=dataset_seeds, select_per=select_per(spec.get("select_per")),
-        decide_looks=looks, decide_scale=scale,
+        claims=claims(spec.get("claims"), dict(rule)), dataset_seeds=dataset_seeds,
+        select_per=select_per(spec.get("select_per")), decide_looks=looks, decide_scale=scale, margins=rule,
         resolved={k: v for k, v in spec.items() if k != "profiles"},
     )
 
 
-def claims(value: Any) -> tuple:
-    """`claims:` -> dpbench.analysis.claims.Claim per entry (the relations are checked against the curves
-    when they are evaluated: `dpbench claims`)."""
+def claims(value: Any, rule: dict[str, float] | None = None) -> tuple:
+    """`claims:` -> dpbench.analysis.claims.Claim per entry, each directional claim carrying the
+    margin of `rule` (metric -> margin, `sections.margins`) for its metric (the relations are
+    checked against the curves when they are evaluated: `dpbench claims`)."""
     from dpbench.analysis.claims import parse_claims
 
-    return parse_claims(value)
+    return parse_claims(value, margins=rule)
 
 
 __all__ = ["ALGORITHM_KEYS", "AUDIT_ENTRY_KEYS", "AUDIT_KEYS", "AlgorithmSpec", "Component", "DEFAULT_PROFILE",

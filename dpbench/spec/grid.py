@@ -45,6 +45,8 @@ class Experiment:
     # `decide:`: the seed counts at which claims are tested (dpbench decide), and per data set label a factor on them
     decide_looks: tuple[int, ...] = ()
     decide_scale: tuple[tuple[str, int], ...] = ()
+    # `margins:` over dpbench's defaults: per metric the margin of every directional claim's "no difference beyond m"
+    margins: tuple[tuple[str, float], ...] = ()
     # `--device` (dpbench.on_jax.device): gpu or jax-cpu train the cells of the JAX path's families with it
     # (their cells keyed backend "jax"), the others on the CPU path; cpu trains every cell on the numpy path
     device: str = "cpu"

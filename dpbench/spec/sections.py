@@ -11,12 +11,12 @@ from dpbench.core.keys import compile_delta, evaluate_delta
 from dpbench.core.validation import Integral, Interval, Mapping, Sequence, StrOptions, Text, missing, unknown_key, \
     validate
 from dpbench.privacy.checks import DELTA, POSITIVE
-from dpbench.run.metrics import METRICS, SELECTION_METRICS
+from dpbench.run.metrics import EQUIVALENCE_MARGINS, METRICS, SELECTION_METRICS
 from dpbench.spec.components import Component
 
 TOP_KEYS = ("name", "description", "paper", "seed", "seeds", "datasets", "models", "algorithms", "epsilons",
-            "delta", "metrics", "selection", "select_per", "figures", "optimum", "audits", "claims", "decide",
-            "profiles")
+            "delta", "metrics", "selection", "select_per", "figures", "optimum", "audits", "claims", "margins",
+            "decide", "profiles")
 #: `select_per`: hyperparameters selected on each seed's own validation split, or on the mean over seeds
 SELECT_PER = ("seed", "pooled")
 DECIDE_KEYS = ("looks", "scale")
@@ -157,6 +157,19 @@ def decide(value: Any, datasets: tuple[Component, ...], strict: bool = True
                             f"({', '.join(sorted(labels))})")
         integer(factor, f"decide.scale.{label}", minimum=1)
     return tuple(int(n) for n in looks), tuple(sorted((str(k), int(v)) for k, v in scale.items()))
+
+
+def margins(value: Any) -> tuple[tuple[str, float], ...]:
+    """`margins: {estimation_error: 0.05}`: the experiment's margin rule, per metric the smallest
+    difference that counts as meaningful (> 0, metric units), over dpbench's defaults
+    (run.metrics.EQUIVALENCE_MARGINS); every directional claim on the metric carries it as its "no
+    difference beyond m" margin (dpbench.analysis.claims)."""
+    value = validate("margins", value, [Mapping("a mapping metric -> margin, e.g. {accuracy: 0.01}"), None]) or {}
+    for metric, margin in value.items():
+        if metric not in METRICS:
+            raise unknown_key("margins", metric, tuple(METRICS))
+        validate(f"margins.{metric}", margin, POSITIVE)
+    return tuple(sorted({**EQUIVALENCE_MARGINS, **{k: float(v) for k, v in value.items()}}.items()))
 
 
 def optimum(value: Any) -> tuple[tuple[str, int], ...]:

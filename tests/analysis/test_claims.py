@@ -96,7 +96,10 @@ def test_a_claim_kind_is_one_declaration(monkeypatch):
         assert str(err.value).startswith(message), str(err.value)
 
 
-def test_comparison_statistics_match_an_independent_paired_t_test():
+def test_comparison_statistics_match_an_independent_sign_test():
+    """The sign test of the median paired difference: its p-values equal scipy's exact binomial test
+    on the seeds above / below the threshold, its interval the order statistics whose coverage a
+    direct sum over the binomial gives, and ties (seeds exactly at the threshold) count on neither side."""
     rng = np.random.default_rng(0)
     b = rng.normal(0.7, 0.05, (12, 2))
     a = b + 0.01 + rng.normal(0, 0.01, (12, 2))  # paired: the seed noise cancels
@@ -104,12 +107,23 @@ def test_comparison_statistics_match_an_independent_paired_t_test():
                       "relation": "greater"})
     v, = C.evaluate((claim,), _points({"A": a, "B": b}))
     d = (a - b).mean(axis=1)  # per seed, the mean difference over the epsilon points
-    t = stats.ttest_1samp(d, 0.0, alternative="greater")
-    assert v.tests[0].effect == pytest.approx(d.mean()) and v.tests[0].n == 12
-    assert v.p == pytest.approx(t.pvalue, rel=1e-9)
-    half = stats.t.ppf(0.975, 11) * d.std(ddof=1) / math.sqrt(12)
-    assert (v.tests[0].ci_low, v.tests[0].ci_high) == pytest.approx((d.mean() - half, d.mean() + half))
+    above, below = int((d > 0).sum()), int((d < 0).sum())
+    t = v.tests[0]
+    assert t.effect == pytest.approx(np.median(d)) and t.n == 12 and t.test == "sign"
+    assert v.p == pytest.approx(stats.binomtest(above, above + below, alternative="greater").pvalue, rel=1e-12)
+    assert v.p_opp == pytest.approx(stats.binomtest(below, above + below, alternative="greater").pvalue, rel=1e-12)
+    # 12 seeds: [x_(3), x_(10)] covers the median with probability 1 - 2 P(B(12, 1/2) <= 2) = 0.961 >= 0.95,
+    # [x_(4), x_(9)] only 0.854
+    coverage = [1 - 2 * sum(math.comb(12, i) for i in range(j)) / 2 ** 12 for j in (3, 4)]
+    assert coverage[0] >= 0.95 > coverage[1]
+    assert (t.ci_low, t.ci_high) == (np.sort(d)[2], np.sort(d)[9])
+    assert t.skew == pytest.approx(stats.skew(d, bias=False))
     assert v.verdict == "reproduced"
+    tied = C.stats.subtest("x", np.array([0.0, 0.0, 0.0, 1.0, 2.0, 3.0, -1.0]), "greater", 0.0)
+    assert tied.p == pytest.approx(stats.binomtest(3, 4, alternative="greater").pvalue)
+    assert tied.ties == pytest.approx(3 / 7)
+    # a tie within the last bits of the threshold is a tie, not a win
+    assert C.stats.subtest("x", np.array([1e-17, 0.0, 1.0, -1.0]), "greater", 0.0).ties == 0.5
 
 
 def test_holm_against_a_hand_computation():
@@ -121,7 +135,7 @@ def test_holm_against_a_hand_computation():
 def test_moving_one_curve_flips_the_verdict(shift, verdict):
     rng = np.random.default_rng(1)
     b = rng.normal(0.7, 0.05, (20, 3))
-    a = b + shift + rng.normal(0, 0.02, (20, 3))
+    a = b + shift + rng.normal(0, 0.01, (20, 3))
     claims = _claims({"id": "above", "kind": "comparison", "metric": "accuracy", "a": "A", "b": "B",
                       "relation": "greater"},
                      {"id": "same", "kind": "comparison", "metric": "accuracy", "a": "A", "b": "B",
@@ -154,7 +168,7 @@ def test_trend_and_rate_on_curves_with_known_slopes():
                      {"id": "t-wrong", "kind": "trend", "metric": "accuracy", "a": "A", "relation": "increasing"})
     verdicts = {v.claim.id: v for v in C.evaluate(claims, _points({"A": gap}, epsilons=tuple(eps)))}
     per_seed = [np.polyfit(np.log(eps), np.log(g), 1)[0] for g in gap]
-    assert verdicts["r"].tests[0].effect == pytest.approx(np.mean(per_seed))
+    assert verdicts["r"].tests[0].effect == pytest.approx(np.median(per_seed))
     assert {k: v.verdict for k, v in verdicts.items()} == {"r": "reproduced", "r-wrong": "contradicted",
                                                            "r-upper": "reproduced", "r-upper-wrong": "contradicted",
                                                            "t": "reproduced", "t-wrong": "contradicted"}
@@ -220,14 +234,30 @@ def test_check_fails_when_a_moved_curve_flips_a_verdict(tmp_path, data_dir):
     assert "accuracy" in moved.output  # the curve points moved too
 
 
-def test_seeds_needed_reaches_the_power_by_an_independent_noncentral_t():
-    test = C.SubTest(where="x", n=5, effect=0.01, ci_low=0, ci_high=0, p=0.5, p_opp=0.5, sd=0.02, distance=0.01)
-    n = int(C._seeds_needed(test, 0.05))
+def test_seeds_needed_reaches_the_power_by_an_independent_binomial_sum():
+    """Seeds the sign test needs: at the count given, the exact power (a direct sum of binomial
+    terms over the rejection region) reaches 0.8 and one seed fewer does not; ties scale the count."""
+    test = C.SubTest(where="x", n=5, effect=0.01, ci_low=0, ci_high=0, p=0.5, p_opp=0.5, sd=0.02, distance=0.01,
+                     share=0.75)
+    level = 0.01
+    n = int(C._seeds_needed(test, level))
 
     def power(k):
+        null = [math.comb(k, i) / 2 ** k for i in range(k + 1)]
+        critical = min(c for c in range(k + 2) if sum(null[c:]) <= level)  # reject when >= critical seeds agree
+        return sum(math.comb(k, i) * 0.75 ** i * 0.25 ** (k - i) for i in range(critical, k + 1))
+
+    assert power(n) >= 0.8 and power(n - 1) < 0.8
+    with_ties = dataclasses.replace(test, ties=0.5)
+    assert C._seeds_needed(with_ties, level) == 2 * n
+    assert math.isinf(C._seeds_needed(dataclasses.replace(test, share=0.5), level))
+    t_test = dataclasses.replace(test, test="t")  # the t-test's count, against the noncentral t
+
+    def t_power(k):
         return stats.nct.sf(stats.t.isf(0.05, k - 1), k - 1, 0.01 / 0.02 * math.sqrt(k))
 
-    assert power(n) >= 0.79 and power(n - 1) < 0.81  # the t approximation is within a seed of the exact count
+    k = int(C._seeds_needed(t_test, 0.05))
+    assert t_power(k) >= 0.79 and t_power(k - 1) < 0.81
 
 
 def test_each_papers_docs_page_carries_its_committed_claims_table():
@@ -320,13 +350,13 @@ def test_trend_of_a_difference_and_spread():
     assert {k: v.verdict for k, v in verdicts.items()} == {"gap-grows": "reproduced", "gap-shrinks": "contradicted",
                                                            "c-fluctuates": "reproduced"}
     per_seed = [np.polyfit(log_eps, a[r] - b[r], 1)[0] for r in range(8)]
-    assert verdicts["gap-grows"].tests[0].effect == pytest.approx(np.mean(per_seed))
+    assert verdicts["gap-grows"].tests[0].effect == pytest.approx(np.median(per_seed))
 
     def rms(y):
         return np.sqrt(np.mean((y - np.polyval(np.polyfit(log_eps, y, 1), log_eps)) ** 2))
 
     spread = [rms(zigzag[r]) - rms(b[r]) for r in range(8)]
-    assert verdicts["c-fluctuates"].tests[0].effect == pytest.approx(np.mean(spread))
+    assert verdicts["c-fluctuates"].tests[0].effect == pytest.approx(np.median(spread))
 
 
 def test_screens_make_vacuous_what_cannot_inform_a_claim():
@@ -379,7 +409,108 @@ def test_looks_of_a_design_give_sequential_p_values():
     per_look = []
     for n in (5, 10, 20):
         d = (a[:n] - b[:n]).mean(axis=1)
-        per_look.append(stats.ttest_1samp(d, 0.0, alternative="greater").pvalue)
+        per_look.append(stats.binomtest(int((d > 0).sum()), int((d != 0).sum()), alternative="greater").pvalue)
     assert v.looks == 3 and v.p == pytest.approx(min(1.0, min(np.array(per_look) / design.weights)))
     # a design whose looks the data have not reached uses only those reached
     assert C.evaluate(claim, points[points["rep"] < 12], design=design)[0].looks == 2
+
+
+def test_a_screen_removes_support_but_never_evidence_against():
+    """A comparator at the majority line cannot make A's win count, but A losing to it still
+    contradicts the claim (the screened points' p_opp enters "fails")."""
+    rng = np.random.default_rng(6)
+    low = 0.5 + _noise(rng, (12, 2), 0.002)
+    points = _panels({"P1": {"A": low - 0.1 + _noise(rng, (12, 2), 0.002), "B": low}})
+    points["majority"] = 0.5
+    greater = {"id": "x", "kind": "comparison", "metric": "accuracy", "a": "A", "b": "B", "relation": "greater"}
+    v = C.evaluate(_claims(greater), points)[0]
+    assert not v.live and "majority-class line" in v.vacuous_reasons
+    assert v.verdict == "contradicted" and v.deciding.effect < -0.05
+    # A above the screened comparator: still no support, so vacuous
+    up = _panels({"P1": {"A": low + 0.1 + _noise(rng, (12, 2), 0.002), "B": low}}).assign(majority=0.5)
+    assert C.evaluate(_claims(greater), up)[0].verdict == "vacuous"
+    # declared uninformative panels count against the claim too
+    declared = C.evaluate(_claims({**greater, "uninformative": [{"datasets": ["P1"], "reason": "why"}]}),
+                          points.assign(majority=np.nan))[0]
+    assert declared.verdict == "contradicted"
+
+
+def test_equivalence_under_all_needs_every_panel_and_no_margin_is_no_hypothesis():
+    """`all`: "no difference beyond e" is the intersection over panels (the largest p), not any
+    one panel; a claim without a margin has no equivalence p-value, so it adds nothing to Holm's cap."""
+    hold, fail, equiv = C.stats.combine_p([0.5, 0.5], [0.5, 0.5], [0.001, 0.9], "all")
+    assert equiv == pytest.approx(0.9) and hold == pytest.approx(0.5) and fail == pytest.approx(1.0)
+    assert C.stats.combine_p([0.5, 0.5], [0.5, 0.5], [0.001, 0.9], "some")[2] == pytest.approx(0.002)
+    assert math.isnan(C.stats.combine_p([0.01], [0.9], [np.nan], "all")[2])
+    rng = np.random.default_rng(7)
+    b = 0.8 + _noise(rng, (12, 2))
+    values = {"P1": {"A": b + _noise(rng, (12, 2), 0.001), "B": b}, "P2": {"A": b + 0.05, "B": b}}
+    claim = {"kind": "comparison", "metric": "accuracy", "a": "A", "b": "B", "relation": "less"}
+    with_margin, without = C.evaluate(_claims({"id": "e", **claim, "equivalence": 0.01}, {"id": "n", **claim}),
+                                      _panels(values))
+    assert with_margin.verdict != "no difference beyond m" and with_margin.p_eq > 0.5  # P2 differs by 0.05
+    assert math.isnan(without.p_eq) and math.isnan(without.p_eq_holm)
+    from dpbench.analysis.claims.sequential import family_verdicts
+
+    assert family_verdicts([0.01, 0.02], [0.9, 0.9], [np.nan, np.nan]).cap == 2
+    assert family_verdicts([0.01, 0.02], [0.9, 0.9], [0.5, np.nan]).cap == 3
+
+
+def test_the_level_holds_on_skewed_shapes_where_the_t_test_fails():
+    """The shapes simulation: per-seed values with a rare runaway seed (skew ~4) make the t-test's
+    family-wise error far exceed 5 % at the boundary, while the sign test stays below it; on normal
+    shapes both stay below it."""
+    from dpbench.analysis.claims.shapes import Shape, simulate_shapes
+
+    rng = np.random.default_rng(8)
+    runaway = np.r_[rng.normal(0, 0.01, 19), -1.0]  # one seed of 20 ran away, against the claim
+    shapes = [Shape(f"c{i}", "all", (runaway + 0.001 * i,)) for i in range(6)]
+    design = C.Design((10, 20))
+    result = simulate_shapes(shapes, design, 400, scenarios=("boundary",), rng_seed=1)
+    assert result.row("t", "boundary")["fwer_low"] > 0.05  # measured 0.99: a sample without the runaway seed
+    assert result.row("sign", "boundary")["fwer"] <= 0.05
+    normal = [Shape(f"n{i}", "all", (rng.normal(0, 1, 20),)) for i in range(6)]
+    calm = simulate_shapes(normal, design, 400, scenarios=("boundary", "shift 1"), rng_seed=1)
+    for test in ("sign", "t"):
+        assert calm.row(test, "boundary")["fwer_low"] <= 0.05
+        assert calm.row(test, "shift 1")["power"] > 0.1  # the tests can decide: the simulation is not vacuous
+
+
+def test_the_margin_rule_gives_every_directional_claim_its_metrics_margin():
+    """Every directional claim carries its metric's margin (the spec's `margins:` over dpbench's
+    defaults) as its "no difference beyond e"; another margin needs a written reason, a metric
+    without one a declaration; a trend's margin is a change of e over the x range."""
+    rule = {"accuracy": 0.01, "optimality_gap": 0.02}
+    comparison = {"kind": "comparison", "metric": "accuracy", "a": "A", "b": "B", "relation": "greater"}
+    claim, = C.parse_claims([{**BASE, "id": "x", **comparison}], margins=rule)
+    assert claim.equivalence == 0.01 and "else no difference beyond 0.01" in claim.statement
+    same, = C.parse_claims([{**BASE, "id": "x", **comparison, "relation": "equivalent", "margin": 0.05}],
+                           margins=rule)
+    assert same.equivalence == 0.0  # "the same" has its own margin
+    with pytest.raises(SpecError, match=r"claims\[x\].equivalence: 0.03 is not the margin rule's 0.01 for accuracy"):
+        C.parse_claims([{**BASE, "id": "x", **comparison, "equivalence": 0.03}], margins=rule)
+    given, = C.parse_claims([{**BASE, "id": "x", **comparison, "equivalence": 0.03,
+                              "equivalence_reason": "the paper's axis resolves 0.03"}], margins=rule)
+    assert given.equivalence == 0.03
+    with pytest.raises(SpecError, match=r"claims\[x\]: no margin for metric 'estimation_error'"):
+        C.parse_claims([{**BASE, "id": "x", **comparison, "metric": "estimation_error"}], margins=rule)
+    from dpbench.spec.experiment import from_dict
+
+    spec = {"datasets": [{"name": "iris"}], "models": [{"name": "logreg"}], "epsilons": [1.0],
+            "algorithms": [{"name": "nonprivate"}], "margins": {"accuracy": 0.02},
+            "claims": [{**BASE, "id": "x", **comparison, "a": "nonprivate", "b": "nonprivate"}]}
+    exp = from_dict(spec)
+    assert exp.claims[0].equivalence == 0.02 and dict(exp.margins)["optimality_gap"] == 0.02
+    with pytest.raises(SpecError, match="margins.accuracy: must be"):
+        from_dict({**spec, "margins": {"accuracy": -1}})
+    # a trend: the slope against log x within e / (log x_max - log x_min)
+    rng = np.random.default_rng(9)
+    eps = (0.1, 1.0, 10.0)
+    flat = 0.8 + _noise(rng, (12, 3), 0.0005)
+    trend, = C.parse_claims([{**BASE, "id": "t", "kind": "trend", "metric": "accuracy", "a": "A",
+                              "relation": "increasing"}], margins=rule)
+    v, = C.evaluate((trend,), _points({"A": flat}, epsilons=eps))
+    assert v.verdict == "no difference beyond m"
+    span = math.log(10.0) - math.log(0.1)
+    inside = C.stats.relation_p(v.tests[0].values, "within", -0.01 / span, 0.01 / span)[0]
+    assert v.tests[0].p_eq == pytest.approx(float(inside))

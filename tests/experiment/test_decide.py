@@ -129,3 +129,82 @@ def test_rounds_on_a_dask_cluster_survive_a_killed_worker(tmp_path, data_dir):
     final = decide_mod.with_seeds(spec.load(path), decision.seeds)
     pd.testing.assert_frame_equal(_records(final, local), _records(final, remote), check_exact=True)
     assert [v.verdict for v in decision.verdicts] == [v.verdict for v in decide_mod.claim_verdicts(final, local)]
+
+
+def test_a_frozen_plan_then_fresh_seeds_give_confirmatory_verdicts(tmp_path, data_dir):
+    """--freeze writes the analysis with its hash and picks a seed stream no run used; --confirm
+    draws the design's looks from it and --write puts the seed into the spec, whose verdicts are then
+    "confirmatory (plan <hash>)"; a claim edited after freezing makes them exploratory again and
+    --confirm refuses to run."""
+    import json
+
+    from dpbench.experiment import plan as plan_mod
+
+    path = tmp_path / "decideme.yaml"
+    path.write_text(SPEC.format(epochs=2, batch=32).replace("looks: [2, 4, 8]", "looks: [2, 3]"))
+    results = tmp_path / "results"
+    common = ["--results", str(results), "--data", str(data_dir), "--backend", "sequential", "--no-progress"]
+    assert CliRunner().invoke(main, ["run", str(path), *common]).exit_code == 0
+    assert CliRunner().invoke(main, ["claims", str(path), "--results", str(results), "--data",
+                                     str(data_dir)]).exit_code == 0
+    before = pd.read_csv(results / "decideme" / "claims.csv")
+    assert set(before["status"]) == {"exploratory"}
+    out = CliRunner().invoke(main, ["decide", str(path), "--freeze", "--results", str(results)])
+    assert out.exit_code == 0, out.output
+    raw = json.loads((results / "decideme" / "plan.json").read_text())
+    exp = spec.load(path)
+    plan = plan_mod.load(exp, results)
+    assert plan.hash == raw["hash"] and plan.seed != exp.seed and plan.seeds_seen == (0,)
+    assert (results / "decideme" / "claims-exploratory.csv").read_text() == \
+        (results / "decideme" / "claims.csv").read_text()
+    out = CliRunner().invoke(main, ["decide", str(path), "--confirm", "--write", *common])
+    assert out.exit_code == 0, out.output
+    confirmed = spec.load(path)
+    assert confirmed.seed == plan.seed and confirmed.seeds_for("breast_cancer") in (2, 3)
+    assert f"confirmatory (plan {plan.name})" in out.output
+    records = inventory.inventory(confirmed, results).records
+    assert records and {r["seed"] for r in records} == {plan.seed}  # only the plan's stream
+    verdicts = decide_mod.claim_verdicts(confirmed, results, str(data_dir))
+    assert {v.status for v in verdicts} == {f"confirmatory (plan {plan.name})"}
+    # a claim changed after the plan was frozen: exploratory, and --confirm refuses
+    path.write_text(path.read_text().replace("quote: the gap falls", "quote: the gap falls fast"))
+    edited = spec.load(path)
+    assert {v.status for v in decide_mod.claim_verdicts(edited, results, str(data_dir))} == {"exploratory"}
+    out = CliRunner().invoke(main, ["decide", str(path), "--confirm", *common])
+    assert out.exit_code == 2 and "changed after plan" in out.output and "claims" in out.output
+    # a plan file edited by hand is refused
+    (results / "decideme" / "plan.json").write_text(json.dumps({**raw, "seed": raw["seed"] + 1}))
+    with pytest.raises(Exception, match="edited after it was frozen"):
+        plan_mod.load(exp, results)
+
+
+def test_confirmatory_tables_show_the_exploratory_verdicts_beside_them():
+    from dpbench.analysis import claims
+
+    parsed = claims.parse_claims([{"id": "x", "source": "s", "quote": "q", "kind": "comparison", "metric": "accuracy",
+                                   "a": "A", "b": "B", "relation": "greater"}])
+    v = claims.Verdict(parsed[0], "undecided", status="confirmatory (plan abc)")
+    frame = claims.table([v], {"x": "reproduced"})
+    assert list(frame.columns[frame.columns.get_loc("verdict"):][:2]) == ["verdict", "exploratory_verdict"]
+    assert frame.loc[0, "exploratory_verdict"] == "reproduced"
+    text = claims.markdown([v], {"x": "reproduced"})
+    assert "Verdicts: **confirmatory (plan abc)**" in text and "| reproduced (differs) |" in text
+    assert "exploratory" not in claims.markdown([v]).split("\n", 2)[2]
+
+
+def test_confirming_needs_the_plan_committed_in_a_git_work_tree(tmp_path):
+    import subprocess
+
+    from dpbench.experiment import plan as plan_mod
+
+    plan = tmp_path / "plan.json"
+    plan.write_text("{}")
+    assert plan_mod.committed(plan) is None  # not a git work tree: nothing to check
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run(git + ["init", "-q"], cwd=tmp_path, check=True)
+    assert plan_mod.committed(plan) is False  # untracked
+    subprocess.run(git + ["add", "plan.json"], cwd=tmp_path, check=True)
+    subprocess.run(git + ["commit", "-qm", "plan"], cwd=tmp_path, check=True)
+    assert plan_mod.committed(plan) is True
+    plan.write_text('{"edited": 1}')
+    assert plan_mod.committed(plan) is False  # changed since

@@ -63,7 +63,8 @@ def test_a_verdict_that_depends_on_the_selection_is_listed_with_both_verdicts(tm
     flip = by_claim["qs-reaches-nonprivate-at-3"]
     assert flip["pooled"] == "reproduced" and flip["seed"] != "reproduced"
     # exactly the claims whose pooled verdict differs are listed
-    pooled = verdicts_mod.claims_from(exp, verdicts_mod.selected_for_claims(exp, results, "pooled"), None)
+    pooled = verdicts_mod.claims_from(exp, verdicts_mod.selected_for_claims(exp, results, "pooled"), None,
+                                      results=results)
     assert set(by_claim) == {w.claim.id for v, w in zip(own, pooled) if v.verdict != w.verdict}
 
     page = tmp_path / "claims.md"

@@ -11,9 +11,12 @@ sub-test per (data set panel, model), or per epsilon point with `per: point`; th
   for a claim that is neither shown nor refuted. Screens (dpbench.analysis.claims.screens) leave
   out comparator points at or below the majority-class line or without a guarantee, and mark a
   panel vacuous where every other private curve passes a `specific` claim against the
-  non-private line.
+  non-private line; what they leave out cannot support the claim, but its evidence that the
+  relation fails (the panel's every point) still counts.
 * trend: curve A's metric (or, with b, the difference A - B) increases / decreases with epsilon,
-  n (n_train) or d (n_features): per seed, the least-squares slope against log x.
+  n (n_train) or d (n_features): per seed, the least-squares slope against log x; with
+  `low_range` and `high_range`, the change from its mean over x in the one to its mean over x in
+  the other ("more and more as x grows": larger at high x than at low x, whatever the shape).
 * spread: curve A fluctuates more (greater) or less (less) along epsilon than curve B: per seed,
   the root-mean-square residual of each curve about its own least-squares line against log
   epsilon, A's minus B's.
@@ -27,6 +30,8 @@ sub-test per (data set panel, model), or per epsilon point with `per: point`; th
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
@@ -34,7 +39,7 @@ from dpbench.analysis.claims import screens
 from dpbench.analysis.claims.kinds import Field, Reading, claim_kind
 from dpbench.analysis.claims.points import at_every_epsilon, scope
 from dpbench.analysis.claims.stats import SubTest, subtest
-from dpbench.core.validation import Boolean, Interval, Real, StrOptions, Text
+from dpbench.core.validation import Boolean, Interval, Pair, Real, StrOptions, Text
 
 #: the x axes of trend and rate claims: the spec's name -> the points' column
 AXES = {"epsilon": "epsilon", "n": "n_train", "d": "n_features"}
@@ -43,7 +48,12 @@ _TEXT = Text(strip=True)
 _CURVE = (Field("metric", _TEXT), Field("a", _TEXT))
 _OVER = Field("over", StrOptions(AXES), default="epsilon")
 _MARGIN = Interval(Real, 0, None, closed="left")
+_RANGE = Pair(Interval(Real, 0, None, closed="neither"))
 _PANEL = ["dataset_panel", "model_label"]
+#: the comparison relations that carry the margin rule's "no difference beyond e" (equivalent has its own margin)
+_DIRECTIONAL = ("greater", "less", "at_least", "at_most", "differs")
+_REASON = Field("equivalence_reason", _TEXT, default="",
+                hint="why this claim's equivalence margin is not the margin rule's (the spec's margins:)")
 _POINT = ["dataset_panel", "dataset_label", "model_label", "epsilon"]
 
 
@@ -91,9 +101,9 @@ def _where(panel: str, model: str, label: str | None = None, eps: float | None =
                 Field("margin", _MARGIN, default=0.0, needed_by=("equivalent", "at_least", "at_most"),
                       hint="this relation needs its margin m (metric units): at_least A - B > -m, at_most "
                            "A - B < m, equivalent |A - B| < m"),
-                Field("equivalence", _MARGIN, default=0.0, relations=("greater", "less", "at_least", "at_most",
-                                                                      "differs"),
+                Field("equivalence", [_MARGIN, None], default=None, relations=_DIRECTIONAL,
                       hint="the margin e of the verdict 'no difference beyond e'"),
+                _REASON,
                 Field("per", StrOptions(("panel", "point")), default="panel"),
                 Field("specific", Boolean(), default=False,
                       hint="true: the claim credits A, so it is vacuous where every other private curve passes")))
@@ -110,9 +120,16 @@ def comparison(claim, points: pd.DataFrame, audits: pd.DataFrame | None = None) 
     else:
         diff = diff.assign(reason=np.nan)
 
-    def test(where: str, rows: pd.DataFrame, vacuous: str = "", **at) -> SubTest:
-        return subtest(where, rows.groupby("rep")["value"].mean().to_numpy(), claim.relation, low, high,
-                       equivalence=claim.equivalence or None, vacuous=vacuous, **at)
+    def test(where: str, rows: pd.DataFrame, vacuous: str = "", against: pd.DataFrame | None = None,
+             **at) -> SubTest:
+        """The sub-test of these rows; with `against` (the panel's every point, screened ones
+        included), its evidence that the relation fails is taken from those."""
+        result = subtest(where, rows.groupby("rep")["value"].mean().to_numpy(), claim.relation, low, high,
+                         equivalence=claim.equivalence or None, vacuous=vacuous, **at)
+        if against is None or against is rows:
+            return result
+        every = subtest(where, against.groupby("rep")["value"].mean().to_numpy(), claim.relation, low, high)
+        return dataclasses.replace(result, p_opp=every.p_opp)
 
     out = []
     for (panel, model), group in diff.groupby(_PANEL, sort=True):
@@ -130,8 +147,8 @@ def comparison(claim, points: pd.DataFrame, audits: pd.DataFrame | None = None) 
             left_out = sorted(group.loc[group["reason"].notna(), "epsilon"].unique())
             dropped = f"ε {', '.join(f'{e:g}' for e in left_out)} left out: {'; '.join(reasons)}"
         why = declared or ("; ".join(reasons) if kept.empty else "")
-        result = test(_where(panel, model, dropped=dropped), kept if not kept.empty else group, why, panel=panel,
-                      model=model)
+        result = test(_where(panel, model, dropped=dropped), kept if not kept.empty else group, why, against=group,
+                      panel=panel, model=model)
         if not why and claim.specific:
             def passes(label: str, panel=panel, model=model, kept=kept) -> bool:
                 other = _paired(at_every_epsilon(part[part["label"] == label], part), b)
@@ -142,7 +159,8 @@ def comparison(claim, points: pd.DataFrame, audits: pd.DataFrame | None = None) 
             everyone = screens.others_pass(claim, part, panel, model, passes)
             if everyone:
                 why = f"every method passes ({', '.join(everyone)})"
-                result = test(_where(panel, model, dropped=dropped), kept, why, panel=panel, model=model)
+                result = test(_where(panel, model, dropped=dropped), kept, why, against=group, panel=panel,
+                              model=model)
         out.append(result)
     return out
 
@@ -180,39 +198,83 @@ def _per_seed(group: pd.DataFrame, x_column: str, statistic) -> pd.Series:
 
 
 def _panel_tests(claim, curve: pd.DataFrame, x_column: str, statistic, relation: str, low: float,
-                 high: float | None = None) -> list[SubTest]:
-    """Per (panel, model), the sub-test of the curve's per-seed statistic."""
+                 high: float | None = None, equivalence: float | None = None) -> list[SubTest]:
+    """Per (panel, model), the sub-test of the curve's per-seed statistic. `equivalence` e (metric
+    units, for a slope against log x) is a change of e over the panel's x range: the slope margin
+    e / (log max x - log min x)."""
     out = []
     for (panel, model), group in curve.groupby(_PANEL, sort=True):
         group = group[group[x_column].astype(float) > 0]
         values = _per_seed(group, x_column, statistic).to_numpy()
-        out.append(subtest(_where(panel, model), values, relation, low, high,
+        x = np.log(group[x_column].astype(float).to_numpy())
+        span = float(x.max() - x.min()) if x.size else 0.0
+        slope_margin = equivalence / span if equivalence and span > 0 else None
+        out.append(subtest(_where(panel, model), values, relation, low, high, equivalence=slope_margin,
                            vacuous=screens.declared(claim, panel, model), panel=panel, model=model))
     return out
 
 
 def _trend_statement(c) -> str:
     subject = f"{c.a} - {c.b}" if c.b else c.a
-    return f"{c.metric} of {subject} {c.relation} with {c.over}"
+    if c.low_range is not None:
+        (a, b), (lo, hi) = c.low_range, c.high_range
+        word = "higher" if c.relation == "increasing" else "lower"
+        extra = f"; else no change beyond {c.equivalence:g}" if c.equivalence else ""
+        return f"{c.metric} of {subject} {word} over {c.over} in [{lo:g}, {hi:g}] than in [{a:g}, {b:g}]{extra}"
+    extra = f"; else no change beyond {c.equivalence:g} over the {c.over} range" if c.equivalence else ""
+    return f"{c.metric} of {subject} {c.relation} with {c.over}{extra}"
+
+
+def _contrast(claim, curve: pd.DataFrame, x_column: str) -> list[SubTest]:
+    """Per (panel, model), per seed: the mean of the curve's values with x in the claim's
+    `high_range` minus their mean with x in its `low_range` (a change between two ranges, not a
+    line through all of them); the relation holds above 0 (increasing) or below it (decreasing),
+    and `equivalence` e is a change of at most e."""
+    (a, b), (lo, hi) = claim.low_range, claim.high_range
+    x = curve[x_column].astype(float)
+    low = curve[(x >= a * (1 - 1e-9)) & (x <= b * (1 + 1e-9))].groupby(_PANEL + ["rep"])["value"].mean()
+    high = curve[(x >= lo * (1 - 1e-9)) & (x <= hi * (1 + 1e-9))].groupby(_PANEL + ["rep"])["value"].mean()
+    change = (high - low).dropna().rename("value").reset_index()
+    out = []
+    for (panel, model), group in change.groupby(_PANEL, sort=True):
+        out.append(subtest(_where(panel, model), group["value"].to_numpy(), claim.relation, 0.0,
+                           equivalence=claim.equivalence or None, vacuous=screens.declared(claim, panel, model),
+                           panel=panel, model=model))
+    return out
 
 
 @claim_kind("trend", relations=("increasing", "decreasing"), statement=_trend_statement,
             fields=_CURVE + (Field("b", [_TEXT, None], default=None,
-                                   hint="a second curve: the trend is then that of the difference A - B"), _OVER),
+                                   hint="a second curve: the trend is then that of the difference A - B"), _OVER,
+                             Field("equivalence", [_MARGIN, None], default=None,
+                                   hint="the margin e (metric units over the x range) of 'no difference beyond e'"),
+                             _REASON,
+                             Field("low_range", [_RANGE, None], default=None,
+                                   hint="with high_range: the change from the mean over x in low_range to the "
+                                        "mean over x in high_range, instead of a slope"),
+                             Field("high_range", [_RANGE, None], default=None, hint="see low_range")),
             description="curve A's metric, or the difference A - B, increases or decreases with epsilon, n or d")
 def trend(claim, points: pd.DataFrame, audits: pd.DataFrame | None = None) -> list[SubTest]:
+    if (claim.low_range is None) != (claim.high_range is None):
+        raise ValueError(f"claim {claim.id}: low_range and high_range go together")
     _, a, b = _curves(claim, points)
     curve = _paired(a, b) if claim.b else a
     if claim.b:  # the paired difference keeps n and d from A's points
         extra = [c for c in ("n_train", "n_features") if c in a]
         curve = curve.merge(a[_POINT + ["rep"] + extra].drop_duplicates(_POINT + ["rep"]), on=_POINT + ["rep"])
-    return _panel_tests(claim, curve, AXES[claim.over], lambda x, y: _slope(x, y, False), claim.relation, 0.0)
+    if claim.low_range is not None:
+        return _contrast(claim, curve, AXES[claim.over])
+    return _panel_tests(claim, curve, AXES[claim.over], lambda x, y: _slope(x, y, False), claim.relation, 0.0,
+                        equivalence=claim.equivalence)
 
 
 @claim_kind("spread", relations=("greater", "less"),
             statement=lambda c: f"{c.metric}: {c.a} fluctuates {'more' if c.relation == 'greater' else 'less'} "
-                                f"than {c.b} along ε",
-            fields=_CURVE + (Field("b", _TEXT),),
+                                f"than {c.b} along ε" + (f"; else no difference beyond {c.equivalence:g}"
+                                                         if c.equivalence else ""),
+            fields=_CURVE + (Field("b", _TEXT), Field("equivalence", [_MARGIN, None], default=None,
+                                                      hint="the margin e (metric units) of 'no difference beyond e'"),
+                             _REASON),
             description="curve A fluctuates more or less than curve B along epsilon (RMS residual about a line)")
 def spread(claim, points: pd.DataFrame, audits: pd.DataFrame | None = None) -> list[SubTest]:
     part = scope(claim, points)
@@ -222,7 +284,7 @@ def spread(claim, points: pd.DataFrame, audits: pd.DataFrame | None = None) -> l
     out = []
     for (panel, model), group in both.groupby(level=[0, 1], sort=True):
         values = (group["value_a"] - group["value_b"]).to_numpy()
-        out.append(subtest(_where(panel, model), values, claim.relation, 0.0,
+        out.append(subtest(_where(panel, model), values, claim.relation, 0.0, equivalence=claim.equivalence or None,
                            vacuous=screens.declared(claim, panel, model), panel=panel, model=model))
     return out
 

@@ -62,8 +62,32 @@ def _article(word: str) -> str:
     return "an" if word[:1] in "aeiou" else "a"
 
 
-def parse_claims(value: Any, path: str = "claims") -> tuple[Claim, ...]:
-    """A `claims:` block -> Claims; one-line SpecError naming the YAML path for anything wrong."""
+def _margin(entry: dict, fields: dict, where: str, margins: dict[str, float] | None) -> None:
+    """Fill a directional claim's `equivalence` from the margin rule (`margins`: metric -> margin,
+    the spec's `margins:` over dpbench's defaults; None: no rule, a missing margin is 0, none).
+    A claim that gives another margin must say why (`equivalence_reason`); a metric the rule has
+    no margin for must be given one in `margins:`."""
+    if margins is None:
+        fields["equivalence"] = fields["equivalence"] or 0.0
+        return
+    metric = fields.get("metric")
+    rule = margins.get(metric)
+    given = entry.get("equivalence")
+    if given is None:
+        if rule is None:
+            raise SpecError(f"{where}: no margin for metric {metric!r}: declare the smallest meaningful difference "
+                            f"in the spec's `margins:` (e.g. margins: {{{metric}: 0.05}}), or give the claim "
+                            f"equivalence and equivalence_reason")
+        fields["equivalence"] = float(rule)
+    elif not fields.get("equivalence_reason") and (rule is None or abs(float(given) - rule) > 1e-12 * max(rule, 1)):
+        raise SpecError(f"{where}.equivalence: {given:g} is not the margin rule's "
+                        f"{'(none)' if rule is None else f'{rule:g}'} for {metric}; say why in equivalence_reason")
+
+
+def parse_claims(value: Any, path: str = "claims", margins: dict[str, float] | None = None) -> tuple[Claim, ...]:
+    """A `claims:` block -> Claims; one-line SpecError naming the YAML path for anything wrong.
+    With `margins` (the experiment's margin rule) every directional claim carries its metric's
+    margin as its "no difference beyond m" margin (`_margin`)."""
     keys = claim_keys()
     entries = validate(path, value, [Sequence(Mapping(f"a mapping with keys {', '.join(keys)}"), min_len=0,
                                               what="a list of claims"), None])
@@ -103,6 +127,11 @@ def parse_claims(value: Any, path: str = "claims") -> tuple[Claim, ...]:
         for key in entry:
             if key not in HEAD_KEYS + SCOPE_KEYS and key not in fields:
                 raise SpecError(f"{where}.{key}: does not apply to {a_kind}")
+        if any(f.name == "equivalence" for f in kind.fields):
+            if kind.field("equivalence").applies(relation):
+                _margin(entry, fields, where, margins)
+            else:
+                fields["equivalence"] = 0.0
         epsilons = entry.get("epsilons")
         quantifier = validate(f"{where}.quantifier", entry.get("quantifier", "all"), StrOptions(QUANTIFIERS),
                               note="how many panels must hold")

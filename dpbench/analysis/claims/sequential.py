@@ -49,7 +49,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from dpbench.analysis.claims.stats import ALPHA, holm, lower_p, upper_p
+from dpbench.analysis.claims.stats import ALPHA, TEST, combine_p, holm, relation_p
 
 #: the default looks: seed counts at which the claims are tested, each round doubling the seeds
 DEFAULT_LOOKS = (5, 10, 20, 40)
@@ -270,29 +270,33 @@ def _cell(value: object) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
-def _claim_pvalues(diffs: np.ndarray, mask: np.ndarray, looks: tuple[int, ...],
-                   margin: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _claim_pvalues(diffs: np.ndarray, mask: np.ndarray, looks: tuple[int, ...], margin: float | None,
+                   test: str = TEST, quantifier: str = "all",
+                   threshold: float | np.ndarray = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each claim's p-values at each look, (experiments, claims, looks) arrays, from per-seed
-    differences (experiments, claims, panels, seeds); `mask` (claims, panels) marks real panels. The
-    claim "A - B > 0 on every panel": p_hold the largest one-sided p over its panels
-    (intersection-union), p_fail the panel count times the smallest opposite p (Bonferroni), p_equiv
-    the largest over panels of the two one-sided tests of |mean| < margin; each from the paired
-    Student t-test on the first n_k seeds."""
-    count = mask.sum(axis=1)
+    values (experiments, claims, panels, seeds); `mask` (claims, panels) marks real panels. The
+    claim "the parameter of every panel exceeds its threshold" (`threshold`: a number, or one per
+    (claims, panels)), the sub-tests' p-values on the first n_k seeds from `stats.relation_p` with
+    `test` and combined by `stats.combine_p` with the quantifier: the verdicts' own path."""
     shape = diffs.shape[:2] + (len(looks),)
-    p_hold, p_fail, p_equiv = np.empty(shape), np.empty(shape), np.full(shape, np.nan)
-    for k, n in enumerate(looks):
-        seeds = diffs[..., :n]
-        mean, se = seeds.mean(axis=-1), seeds.std(axis=-1, ddof=1) / math.sqrt(n)
-        p_hold[..., k] = np.where(mask, upper_p(mean, 0.0, se, n), -np.inf).max(axis=-1)
-        p_fail[..., k] = np.minimum(1.0, count * np.where(mask, lower_p(mean, 0.0, se, n), np.inf).min(axis=-1))
-        if margin is not None:
-            tost = np.maximum(upper_p(mean, -margin, se, n), lower_p(mean, margin, se, n))
-            p_equiv[..., k] = np.where(mask, tost, -np.inf).max(axis=-1)
-    return p_hold, p_fail, p_equiv
+    out = [np.empty(shape), np.empty(shape), np.full(shape, np.nan)]
+    threshold = np.broadcast_to(np.asarray(threshold, dtype=float), mask.shape)
+    count = mask.sum(axis=1)
+    for width in np.unique(count):  # claims with the same number of panels combine as one array
+        rows = np.flatnonzero(count == width)
+        for k, n in enumerate(looks):
+            seeds = diffs[:, rows, :width, :n]
+            low = threshold[rows, :width][None]
+            hold, fail = relation_p(seeds, "greater", low, test=test)
+            equiv = relation_p(seeds, "within", -margin, margin, test=test)[0] if margin is not None else \
+                np.full(hold.shape, np.nan)
+            combined = combine_p(hold, fail, equiv, quantifier)
+            for target, value in zip(out, combined):
+                target[:, rows, k] = value
+    return out[0], out[1], out[2]
 
 
-def _run(p_hold: np.ndarray, p_fail: np.ndarray, p_equiv: np.ndarray, weights: np.ndarray | None,
+def run_rounds(p_hold: np.ndarray, p_fail: np.ndarray, p_equiv: np.ndarray, weights: np.ndarray | None,
          alpha: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The rounds of one scenario, as `decide` runs them: at each look every claim still undecided
     takes that look's p-values, the family is decided on the sequential p-values, and decided
@@ -320,7 +324,7 @@ def _run(p_hold: np.ndarray, p_fail: np.ndarray, p_equiv: np.ndarray, weights: n
 def simulate(n_experiments: int = 2000, claims: int = 12, panels: Sequence[int] = (1, 3),
              design: Design = Design(DEFAULT_LOOKS), effects: Mapping[str, object] | None = None, sd: float = 1.0,
              margin: float | None = 0.5, rng_seed: int = 0, naive: bool = False,
-             alpha: float = ALPHA) -> SimulationResult:
+             alpha: float = ALPHA, test: str = TEST) -> SimulationResult:
     """A Monte-Carlo check of the sequential procedure as `decide` runs it.
 
     Each simulated experiment has `claims` claims "A - B > 0 on every panel", the i-th with
@@ -357,8 +361,8 @@ def simulate(n_experiments: int = 2000, claims: int = 12, panels: Sequence[int] 
                              f"one per claim ({claims}) or a ({claims}, {width}) array") from None
         rng = np.random.default_rng(rng_seed)
         diffs = rng.normal(effect[None, :, :, None], sd, size=(n_experiments, claims, width, design.max_seeds))
-        p = _claim_pvalues(diffs, mask, design.looks, margin)
-        verdicts, rejected, last = _run(*p, None if naive else design.weights, alpha)
+        p = _claim_pvalues(diffs, mask, design.looks, margin, test)
+        verdicts, rejected, last = run_rounds(*p, None if naive else design.weights, alpha)
         holds = np.where(mask, effect > 0, True).all(axis=1)
         beyond = np.where(mask, np.abs(effect) >= margin, False).any(axis=1) if margin is not None else \
             np.zeros(claims, dtype=bool)
@@ -382,5 +386,5 @@ def simulate(n_experiments: int = 2000, claims: int = 12, panels: Sequence[int] 
 
 
 __all__ = ["CONTRADICTED", "DEFAULT_LOOKS", "EQUIVALENT", "INCONCLUSIVE", "NO_DATA", "REPRODUCED", "Design",
-           "FamilyDecision", "SimulationResult", "clopper_pearson", "default_effects", "family_verdicts",
+           "FamilyDecision", "SimulationResult", "clopper_pearson", "default_effects", "family_verdicts", "run_rounds",
            "sequential_p", "simulate", "spending"]

@@ -6,12 +6,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from dpbench.analysis.claims.stats import PARAMETER, TEST
 from dpbench.analysis.claims.verdicts import Verdict
 
 
-def table(verdicts: list[Verdict]) -> pd.DataFrame:
-    """claims.csv: one row per claim (`Verdict.row`)."""
-    return pd.DataFrame([v.row() for v in verdicts])
+def table(verdicts: list[Verdict], exploratory: dict[str, str] | None = None) -> pd.DataFrame:
+    """claims.csv: one row per claim (`Verdict.row`); with `exploratory` (claim id -> the verdict
+    it had before a plan was frozen) a column `exploratory_verdict` beside the confirmatory one."""
+    frame = pd.DataFrame([v.row() for v in verdicts])
+    if exploratory is not None and not frame.empty:
+        frame.insert(frame.columns.get_loc("verdict") + 1, "exploratory_verdict", frame["id"].map(exploratory))
+    return frame
 
 
 def _fmt(value: float, digits: int = 3) -> str:
@@ -29,10 +34,19 @@ def verdict_text(v: Verdict) -> str:
     return v.verdict
 
 
-def markdown(verdicts: list[Verdict]) -> str:
-    """claims.md: the verdict table a paper's docs page leads with."""
-    lines = ["| claim | source | relation tested | effect [95 % CI] (deciding panel) | p (Holm) | verdict | seeds |",
-             "|---|---|---|---|---|---|---|"]
+def markdown(verdicts: list[Verdict], exploratory: dict[str, str] | None = None) -> str:
+    """claims.md: the verdict table a paper's docs page leads with, after a line saying what its
+    verdicts are (`status_text`: exploratory unless tested under a frozen plan); with
+    `exploratory` (claim id -> its verdict before the plan was frozen) a column with that verdict,
+    marked where it differs."""
+    status = status_text([v.status for v in verdicts]) if verdicts else ""
+    before = " | exploratory" if exploratory is not None else ""
+    lines = [f"Verdicts: **{status}**. Each sub-test is the {TEST} test of the {PARAMETER[TEST]} of the per-seed "
+             f"statistic (effect: that {PARAMETER[TEST]}, with its 95 % interval)."
+             + (" The exploratory verdicts were read with the claims written after their seeds were seen."
+                if exploratory is not None else ""), "",
+             f"| claim | source | relation tested | effect [95 % CI] (deciding panel) | p (Holm) | verdict{before} | seeds |",
+             "|---|---|---|---|---|---|---|" + ("---|" if exploratory is not None else "")]
     for v in verdicts:
         r = v.row()
         quote = r["quote"] if len(r["quote"]) <= 90 else r["quote"][:87] + "…"
@@ -44,8 +58,12 @@ def markdown(verdicts: list[Verdict]) -> str:
         else:
             effect, p, seeds = r["where"], "–", "–"
         screened = f"<br>vacuous: {r['vacuous']}" if r["vacuous"] else ""
+        earlier = ""
+        if exploratory is not None:
+            was = exploratory.get(v.claim.id, "–")
+            earlier = f" | {was}{' (differs)' if was != v.verdict else ''}"
         lines.append(f"| `{v.claim.id}`: “{quote}” | {r['source']} | {r['claim']} | {effect}{screened} | {p} | "
-                     f"**{verdict_text(v)}** | {seeds} |")
+                     f"**{verdict_text(v)}**{earlier} | {seeds} |")
     return "\n".join(lines) + "\n"
 
 
@@ -55,15 +73,27 @@ VERDICT_ORDER = ("reproduced", "contradicted", "no difference beyond m", "undeci
 SUMMARY_BLOCK = "summary"
 
 
-def summary_markdown(counts: dict[str, dict[str, int]]) -> str:
+def summary_markdown(counts: dict[str, dict[str, int]], status: dict[str, str] | None = None) -> str:
     """The verdict counts of several experiments (name -> verdict -> claims), one row each in the
-    given order; verdicts no claim has are columns only while some experiment has them."""
+    given order, in the verdicts' own words (`VERDICT_ORDER`); verdicts no claim has are columns
+    only while some experiment has them. `status` (name -> e.g. "exploratory") adds a column saying
+    what the verdicts of each experiment are."""
     shown = [v for v in VERDICT_ORDER if v != "no data" or any(c.get(v) for c in counts.values())]
-    lines = ["| experiment | claims | " + " | ".join(shown) + " |", "|---" * (2 + len(shown)) + "|"]
+    extra = ["status"] if status is not None else []
+    lines = ["| experiment | claims | " + " | ".join(shown + extra) + " |", "|---" * (2 + len(shown) + len(extra)) + "|"]
     for name, by_verdict in counts.items():
-        cells = [str(by_verdict.get(v, 0)) for v in shown]
+        cells = [str(by_verdict.get(v, 0)) for v in shown] + ([status.get(name, "")] if status is not None else [])
         lines.append(f"| {name} | {sum(by_verdict.values())} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def status_text(statuses: list[str]) -> str:
+    """What a table's verdicts are, from their `status` values: "exploratory", "confirmatory (plan
+    <hash>)", or "a confirmatory, b exploratory" when they differ."""
+    found = sorted(set(statuses))
+    if len(found) == 1:
+        return found[0]
+    return ", ".join(f"{statuses.count(s)} {s}" for s in found)
 
 
 #: the block name of the table of verdicts that depend on the selection (`selection_markdown`)
@@ -100,4 +130,4 @@ def fill_readme(text: str, name: str, table_markdown: str) -> str:
 
 
 __all__ = ["SELECTION_BLOCK", "SUMMARY_BLOCK", "VERDICT_ORDER", "fill_readme", "markdown", "readme_block",
-           "selection_markdown", "summary_markdown", "table", "verdict_text"]
+           "selection_markdown", "status_text", "summary_markdown", "table", "verdict_text"]

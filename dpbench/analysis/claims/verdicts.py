@@ -3,11 +3,12 @@ figures mark and the points `dpbench check` compares.
 
 Per claim, three hypotheses: the relation holds (p), it fails (p_opp), and, where the claim
 declares an equivalence margin e, there is no difference beyond e (p_eq). Its sub-tests (one per
-panel, or per epsilon point) combine by the claim's quantifier: with r of its m non-vacuous
-panels required to hold (all: m, most: more than half, some: 1), "holds" is the partial
-conjunction "at least r panels hold" ((m - r + 1) times the r-th smallest p; r = m: the largest
-p, the intersection-union test), "fails" the partial conjunction "at least m - r + 1 panels
-fail" of the p_opp, and likewise for the equivalence (`stats.partial_conjunction`).
+panel, or per epsilon point) combine by the claim's quantifier (`combine_p`): with r of its m
+non-vacuous panels required to hold (all: m, most: more than half, some: 1), "holds" is the
+partial conjunction "at least r panels hold" ((m - r + 1) times the r-th smallest p; r = m: the
+largest p, the intersection-union test), "no difference beyond e" likewise "at least r panels
+within e", and "fails" the partial conjunction "at least m - r + 1 panels fail" of the p_opp of
+every panel, the vacuous ones included: a screen removes trivial support, never evidence against.
 
 Seeds may be added in rounds (`dpbench decide`, a `decide:` block in the spec): the claim is then
 tested at each look of the design (the first n_k seeds of every panel) and its p-values are
@@ -18,7 +19,7 @@ one Holm family (`sequential.family_verdicts`). Verdict: **reproduced** when "ho
 **contradicted** when "fails" is, **no difference beyond e** when the equivalence is, else
 **undecided** (with the seeds the panels had, and `seeds_needed`: the seeds at which the observed
 effects would decide it). A claim whose every sub-test a screen marks (dpbench.analysis.claims.
-screens) is **vacuous**; a kind that reads its verdict (a `Reading`, the audit kind) has no
+screens) is **vacuous** unless its evidence against contradicts it; a kind that reads its verdict (a `Reading`, the audit kind) has no
 p-value and takes no part in the Holm adjustment.
 """
 
@@ -33,8 +34,10 @@ from dpbench.analysis.claims.claim import Claim
 from dpbench.analysis.claims.kinds import CLAIM_KINDS, Reading
 from dpbench.analysis.claims.points import scope
 from dpbench.analysis.claims.sequential import Design, family_verdicts, sequential_p
-from dpbench.analysis.claims.stats import ALPHA, SubTest, needed, partial_conjunction, seeds_to_decide
+from dpbench.analysis.claims.stats import ALPHA, PARAMETER, SubTest, combine_p, needed, seeds_to_decide
 
+#: the status of a verdict tested on seeds that were seen when its claim was written
+EXPLORATORY = "exploratory"
 #: verdict -> its value as a regression-check point (`check_points`)
 VERDICTS = {"reproduced": 1, "undecided": 0, "contradicted": -1, "no difference beyond m": 2, "vacuous": 3}
 
@@ -55,6 +58,8 @@ class Verdict:
     seeds_needed: float = float("nan")
     looks: int = 0  # looks of the design reached (1 without a design)
     evidence: str = ""  # a kind that reads its verdict: what the table it read says
+    #: "exploratory" (the claims were written with the data in view), or "confirmatory (plan <hash>)"
+    status: str = EXPLORATORY
 
     @property
     def live(self) -> list[SubTest]:
@@ -64,14 +69,18 @@ class Verdict:
     @property
     def deciding(self) -> SubTest | None:
         """The sub-test the verdict turns on: the one with the strongest contrary evidence when
-        contradicted, else the weakest support (largest p); for a vacuous claim, its first."""
+        contradicted, the r-th strongest support when reproduced (r panels must hold: under `all`
+        the weakest), else the weakest support (largest p); for a vacuous claim, its first."""
         tests = self.live or self.tests
         if not tests:
             return None
-        if self.verdict == "contradicted":
-            return min(tests, key=lambda t: (np.nan_to_num(t.p_opp, nan=1.0)))
+        if self.verdict == "contradicted":  # a screened sub-test's evidence against counts too
+            return min(self.tests, key=lambda t: (np.nan_to_num(t.p_opp, nan=1.0)))
         if self.verdict == "no difference beyond m":
             return max(tests, key=lambda t: (np.nan_to_num(t.p_eq, nan=1.0)))
+        if self.verdict == "reproduced":  # the r-th strongest of the panels that must hold
+            ranked = sorted(tests, key=lambda t: (np.nan_to_num(t.p, nan=1.0)))
+            return ranked[needed(self.claim.quantifier, len(ranked)) - 1]
         return max(tests, key=lambda t: (np.nan_to_num(t.p, nan=1.0)))
 
     @property
@@ -88,17 +97,20 @@ class Verdict:
             "ci_high": t.ci_high if t else np.nan, "seeds": t.n if t else np.nan, "looks": self.looks,
             "p": self.p, "p_holm": self.p_holm, "p_contra": self.p_opp, "p_contra_holm": self.p_opp_holm,
             "p_equiv": self.p_eq, "p_equiv_holm": self.p_eq_holm, "subtests": len(self.live),
-            "vacuous": self.vacuous_reasons, "seeds_needed": self.seeds_needed, "note": c.note,
+            "vacuous": self.vacuous_reasons, "seeds_needed": self.seeds_needed,
+            "test": f"{t.test} ({PARAMETER[t.test]})" if t else "", "skew": t.skew if t else np.nan,
+            "max_abs_skew": max((abs(x.skew) for x in self.tests if np.isfinite(x.skew)), default=np.nan),
+            "status": self.status, "note": c.note,
         }
 
 
 def combine(tests: list[SubTest], quantifier: str) -> tuple[float, float, float]:
-    """(p holds, p fails, p no difference beyond e) of a claim's non-vacuous sub-tests at one look,
-    by its quantifier (module docstring)."""
-    m = len(tests)
-    r = needed(quantifier, m)
-    return (partial_conjunction([t.p for t in tests], r), partial_conjunction([t.p_opp for t in tests], m - r + 1),
-            partial_conjunction([t.p_eq for t in tests], m - r + 1))
+    """(p holds, p fails, p no difference beyond e) of a claim's sub-tests at one look
+    (`combine_p`): the sub-tests a screen marked vacuous cannot make it hold (nor show it within e),
+    but their evidence against it counts toward "fails"."""
+    live = [t for t in tests if not t.vacuous]
+    out = combine_p([t.p for t in live], [t.p_opp for t in tests], [t.p_eq for t in live], quantifier)
+    return tuple(float(x) for x in out)  # type: ignore[return-value]
 
 
 def look_points(points: pd.DataFrame, count: dict[str, int]) -> pd.DataFrame:
@@ -136,11 +148,7 @@ def evaluate(claims: tuple[Claim, ...], points: pd.DataFrame, audits: pd.DataFra
         if not tests:
             verdicts.append(Verdict(claim, "no data", evidence="no curve points in the claim's scope"))
             continue
-        live = [t for t in tests if not t.vacuous]
-        if not live:
-            verdicts.append(Verdict(claim, "vacuous", tests=tests))
-            continue
-        by_look = [combine(live, claim.quantifier)]
+        by_look = [combine(tests, claim.quantifier)]
         weights = [1.0]
         if design is not None:
             own = scope(claim, points)
@@ -151,17 +159,21 @@ def evaluate(claims: tuple[Claim, ...], points: pd.DataFrame, audits: pd.DataFra
             for n in reached:
                 at = look_points(points, {label: n * (scale or {}).get(label, 1) for label in available})
                 tests = [t for t in kind.evaluate(claim, at, audits) if t.n > 0 or t.vacuous]
-                at_live = [t for t in tests if not t.vacuous]
-                by_look.append(combine(at_live, claim.quantifier) if at_live else (np.nan,) * 3)
+                by_look.append(combine(tests, claim.quantifier) if tests else (np.nan,) * 3)
             if not reached:
                 verdicts.append(Verdict(claim, "undecided", tests=tests, evidence="no look of the design reached"))
                 continue
         p, p_opp, p_eq = (sequential_p([look[i] for look in by_look], weights) for i in range(3))
         verdicts.append(Verdict(claim, "undecided", tests=tests, p=p, p_opp=p_opp, p_eq=p_eq, looks=len(by_look)))
     tested = [v for v in verdicts if v.verdict == "undecided" and np.isfinite([v.p, v.p_opp]).any()]
+    for v in verdicts:  # screened everywhere, and no evidence against it either
+        if v.verdict == "undecided" and v not in tested and v.tests and not v.live:
+            v.verdict = "vacuous"
     family = family_verdicts([v.p for v in tested], [v.p_opp for v in tested], [v.p_eq for v in tested])
     for v, verdict, ph, po, pe in zip(tested, family.verdicts, family.hold, family.fail, family.equiv):
         v.verdict, v.p_holm, v.p_opp_holm, v.p_eq_holm = verdict, ph, po, pe
+        if v.verdict == "undecided" and not v.live:
+            v.verdict = "vacuous"  # nothing could support it, and the evidence against it decided nothing
         if v.verdict == "undecided":
             v.seeds_needed = seeds_to_decide(v.live, ALPHA / max(2 * len(tested), 1),
                                              needed(v.claim.quantifier, len(v.live)))
@@ -199,5 +211,5 @@ def check_points(verdicts: list[Verdict]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["label", "dataset_label", "model_label", "epsilon", "metric", "rep", "value"])
 
 
-__all__ = ["VERDICTS", "Verdict", "check_points", "combine", "evaluate", "look_points", "seed_counts",
+__all__ = ["EXPLORATORY", "VERDICTS", "Verdict", "check_points", "combine", "evaluate", "look_points", "seed_counts",
            "significant_points"]
