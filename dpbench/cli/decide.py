@@ -16,9 +16,10 @@ from dpbench.cli.options import check_scheduler, device_option, load_spec, resul
                    "exceed this, over all rounds of a spec")
 @click.option("--max-seeds", type=click.IntRange(min=2), default=None,
               help="never give a data set more seeds than this (times its `decide.scale`)")
-@click.option("--write", is_flag=True, help="write the seeds reached (and, with --confirm, the plan's seed) into "
-                                            "each SPEC's `seeds:` (and `seed:`) line, so that `dpbench run SPEC` "
-                                            "reproduces the decided results")
+@click.option("--write", is_flag=True, help="write the curves the rounds extended into each SPEC's `extra_seeds:` "
+                                            "line (and, with --confirm, the plan's seed and first look into `seed:` "
+                                            "and `seeds:`), so that `dpbench run SPEC` reproduces the decided "
+                                            "results")
 @click.option("--freeze", is_flag=True,
               help="only freeze each SPEC's analysis plan (claims, margins, design, test, grid) with its hash into "
                    "results/<experiment>/plan.json, keep the current verdicts as claims-exploratory.csv, and pick "
@@ -44,12 +45,13 @@ def decide(specs, profile, budget, max_seeds, write, freeze, confirm, jobs, back
     (e.g. `decide: {looks: [5, 10, 20, 40]}`): every claim is tested at each look it reached and
     its p-values are sequential (Pocock-type alpha spending split over the looks, Holm across
     the claims of the spec), so stopping whenever a claim is decided keeps the family-wise error
-    at 5 %. Data sets read by an undecided claim get the next look's seeds: all their cells run
-    through the same runner as `dpbench run` (--backend dask --scheduler ADDRESS for a cluster),
-    each stored as it finishes. A claim stops when reproduced, contradicted or shown to differ by
-    no more than its equivalence margin ("no difference beyond m"); at the last look,
-    --max-seeds or --budget it stays "undecided at N seeds". Prints each round and the verdicts;
-    then run `dpbench run SPEC` (or `dpbench claims`) to redraw the curves and tables.
+    at 5 %. The curves an undecided claim reads (its curves, data sets, models and epsilons) get
+    the next look's seeds: only their cells run, through the same runner as `dpbench run`
+    (--backend dask --scheduler ADDRESS for a cluster), each stored as it finishes. A claim stops
+    when reproduced, contradicted or shown to differ by no more than its equivalence margin ("no
+    difference beyond m"); at the last look, --max-seeds or --budget it stays "undecided at N
+    seeds". Prints each round and the verdicts; then run `dpbench run SPEC` (or `dpbench claims`)
+    to redraw the curves and tables.
 
     Verdicts on seeds that were seen when the claims were written are exploratory. For
     confirmatory ones: `--freeze` (the plan, before any confirmatory seed), then `--confirm
@@ -74,7 +76,8 @@ def decide(specs, profile, budget, max_seeds, write, freeze, confirm, jobs, back
                                      progress=not no_progress, notify=lambda m: click.echo(m, err=True),
                                      confirm=confirm)
         click.echo(f"== {exp.name} [{exp.profile}]: {len(decision.rounds)} rounds; stopped: {decision.stopped}")
-        click.echo("seeds: " + ", ".join(f"{k} {v}" for k, v in sorted(decision.seeds.items())))
+        click.echo("seeds: " + ", ".join(f"{k} {v}" for k, v in sorted(decision.seeds.items()))
+                   + "".join(f"\n  {e.to_yaml()}" for e in decision.extra))
         click.echo(f"{len(decision.verdicts)} claims: {verdict_counts(decision.verdicts)}")
         for v in decision.verdicts:
             if v.verdict == "undecided":
@@ -83,5 +86,6 @@ def decide(specs, profile, budget, max_seeds, write, freeze, confirm, jobs, back
         if decision.verdicts:
             click.echo(f"verdicts: {decision.verdicts[0].status}")
         if write:
-            decide_mod.write_seeds(path, exp, decision.seeds, seed=decision.seed if confirm else None)
+            decide_mod.write_seeds(path, exp, decision.seeds, seed=decision.seed if confirm else None,
+                                   extra=decision.extra)
             click.echo(f"written: the seeds{' and seed' if confirm else ''} of {path}")

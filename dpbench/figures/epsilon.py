@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from dpbench.figures.bands import band, floor_markers, log_floor
-from dpbench.figures.frame import finish
+from dpbench.figures.frame import finish, seeds_note
 from dpbench.figures.kinds import View, figure_kind
 from dpbench.figures.references import BaselineOption, ReferenceCurveOption, ReferenceOption, draw_majority, draw_rate
 from dpbench.figures.style import LOG_METRICS, axis_label, claim_line, colours_for, label_order, nonprivate_styles
@@ -112,6 +112,9 @@ def metric_over_epsilon(curves: pd.DataFrame, metric: str, stem: str | Path, tit
             extra += f" — not drawn for {', '.join(dict.fromkeys(notes))} (data not available when drawn)"
     if marked:
         extra = (extra + " · " if extra else "") + CLAIM_MARK_NOTE
+    seeds = seeds_note(part)
+    if seeds:
+        extra = (extra + " · " if extra else "") + seeds
     return finish(fig, axes, width, title, stem, extra=extra, order=labels, log=metric in LOG_METRICS)
 
 

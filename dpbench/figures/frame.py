@@ -12,6 +12,8 @@ import re
 import textwrap
 from pathlib import Path
 
+import pandas as pd
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -32,6 +34,23 @@ CLAIM_NOTE = ("line style = what the DP guarantee covers (the legend says it too
               "also selected among k) · dotted: ε not certified for this model · dashed: non-private · " + BAND_NOTE)
 DPI = 130
 FORMATS = (".png", ".pdf")
+
+
+def seeds_note(curves: pd.DataFrame) -> str:
+    """A footer line naming the curves whose points have another seed count than most (curves.csv
+    `count`, e.g. curves `dpbench decide` extended for an undecided claim): "seeds per point: 20;
+    DP-SGD 20-40"; "" when every point has the same count (each band is its own curve's interval
+    either way)."""
+    if "count" not in curves:
+        return ""
+    counts = curves["count"].dropna().astype(int)
+    if counts.nunique() <= 1:
+        return ""
+    common = int(counts.mode().iloc[0])
+    spans = curves.dropna(subset=["count"]).groupby("label", sort=False)["count"].agg(["min", "max"]).astype(int)
+    spans = spans[(spans["min"] != common) | (spans["max"] != common)]
+    parts = [f"{label} {lo}" + (f"-{hi}" if hi != lo else "") for label, lo, hi in spans.itertuples()]
+    return f"seeds per point: {common}; " + ", ".join(parts)
 
 
 def claim_note(log: bool) -> str:

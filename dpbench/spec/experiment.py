@@ -57,6 +57,11 @@ Schema (every key but datasets/models/algorithms/epsilons is optional; with `aud
     claims:                          # paper claims as tested relations (dpbench.analysis.claims; `dpbench claims`)
       - {id: acc-above, source: "paper, §7", quote: "...", kind: comparison, metric: accuracy,
          a: PIDP-SGD, b: DP-SGD, relation: greater, epsilons: [0.1, 3], per: point}
+    margins: {estimation_error: 0.05}  # the margin rule over dpbench's per-metric defaults: every directional
+                                     #   claim's "no difference beyond m" margin
+    decide: {looks: [5, 10, 20]}     # `dpbench decide`: the seed counts at which claims are tested
+    extra_seeds: [{datasets: [Adult], algorithms: [DP-SGD], epsilons: [1, 3], seeds: 40}]
+                                     # curves that run more seeds than their data sets (what decide extends)
     profiles:                        # named overrides of top-level keys (dicts merge, lists replace)
       ci: {seeds: 2, epsilons: [0.5, 2]}   # `seeds: 2` sets every dataset's count; a seeds mapping
                                      #   merges with the base's (an int or list there is its default)
@@ -86,8 +91,8 @@ from dpbench.spec.components import SWEEP_KEYS, Component, components, dataset_c
 from dpbench.spec.figure_specs import FIGURE_KEYS, FigureSpec, check_producible, figures
 from dpbench.spec.grid import Experiment, tuning_draws
 from dpbench.spec.profiles import DEFAULT_PROFILE, apply_profile, merge
-from dpbench.spec.sections import NAME, OPTIMUM_DEFAULTS, TOP_KEYS, decide, delta, epsilons, integer, margins, \
-    metrics, \
+from dpbench.spec.sections import NAME, OPTIMUM_DEFAULTS, TOP_KEYS, decide, delta, epsilons, extra_seeds, integer, \
+    margins, metrics, \
     optimum, seed_plan, select_per, selection, text
 from dpbench.spec.tuning import TUNING_DEFAULTS, TUNING_SCORES
 
@@ -170,6 +175,7 @@ def from_dict(raw: Any, *, name: str = "experiment", profile: str = DEFAULT_PROF
     seeds, dataset_seeds = seed_plan(spec.get("seeds", 1), datasets)
     looks, scale = decide(spec.get("decide"), datasets, strict=profile == DEFAULT_PROFILE)
     rule = margins(spec.get("margins"))
+    extra = extra_seeds(spec.get("extra_seeds"), datasets, algos, models, strict=profile == DEFAULT_PROFILE)
     return Experiment(
         name=exp_name, description=text(spec, "description"), paper=text(spec, "paper"), profile=profile,
         seed=seed, seeds=seeds, datasets=datasets, models=models, algorithms=algos, epsilons=budgets,
@@ -177,6 +183,7 @@ def from_dict(raw: Any, *, name: str = "experiment", profile: str = DEFAULT_PROF
         optimum=optimum(spec.get("optimum")), source=source, audits=audits(spec.get("audits"), seed, base),
         claims=claims(spec.get("claims"), dict(rule)), dataset_seeds=dataset_seeds,
         select_per=select_per(spec.get("select_per")), decide_looks=looks, decide_scale=scale, margins=rule,
+        extra_seeds=extra,
         resolved={k: v for k, v in spec.items() if k != "profiles"},
     )
 

@@ -47,6 +47,8 @@ class Experiment:
     decide_scale: tuple[tuple[str, int], ...] = ()
     # `margins:` over dpbench's defaults: per metric the margin of every directional claim's "no difference beyond m"
     margins: tuple[tuple[str, float], ...] = ()
+    # `extra_seeds:` (spec.sections.ExtraSeeds): curves that run more repetitions than their data sets
+    extra_seeds: tuple = ()
     # `--device` (dpbench.on_jax.device): gpu or jax-cpu train the cells of the JAX path's families with it
     # (their cells keyed backend "jax"), the others on the CPU path; cpu trains every cell on the numpy path
     device: str = "cpu"
@@ -78,6 +80,15 @@ class Experiment:
         label = dataset.label if isinstance(dataset, Component) else dataset
         return dict(self.dataset_seeds).get(label, self.seeds)
 
+    def reps_of(self, algo: AlgorithmSpec, ds: Component, model: Component, eps: float | None) -> tuple[int, ...]:
+        """The repetitions of one curve point: its data set's (`reps_for`), and beyond them up to the
+        largest `extra_seeds:` count of an entry that covers it."""
+        base = self.reps_for(ds)
+        extra = max((e.seeds for e in self.extra_seeds if e.covers(algo.label, ds, model.label, eps)), default=0)
+        if extra <= len(base):
+            return base
+        return tuple(sorted(set(base) | set(range(extra))))
+
     def seeds_for(self, dataset: Component | str) -> int:
         """The number of seeds of a dataset entry, or of a dataset label."""
         return len(self.reps_for(dataset))
@@ -106,7 +117,8 @@ class Experiment:
                 continue
             paths = path_keys(ds.name)  # the options of ds that name files (their content is in the key)
             if algo.tuning is None:
-                total += len(algo.grid) * (len(self.budgets(algo)) if algo.private else 1) * self.seeds_for(ds)
+                total += len(algo.grid) * sum(len(self.reps_of(algo, ds, model, eps))
+                                              for eps in (self.budgets(algo) if algo.private else (None,)))
             else:
                 total += sum(len(self.search_runs(algo, ds, model, eps)) for eps in self.budgets(algo))
         return total
@@ -125,7 +137,7 @@ class Experiment:
 
     def cells(self, skip_datasets: frozenset[str] = frozenset()) -> list[Cell]:
         """The grid: algorithms x hyperparameter combinations x datasets x models x epsilons x seeds
-        (the dataset's: `reps_for`).
+        (the dataset's, `reps_for`, or more for the curves of `extra_seeds:`, `reps_of`).
 
         An algorithm with `tuning` (private selection) has the runs of its random searches instead
         (`search_runs`). `skip_datasets`: labels of optional datasets whose files are absent
@@ -149,8 +161,10 @@ class Experiment:
                             dataset_path_keys=paths, dataset_revision=revision)
 
             if algo.tuning is None:
-                out.extend(cell(params, eps, rep) for rep in self.reps_for(ds) for params in algo.grid
-                           for eps in (self.budgets(algo) if algo.private else (None,)))
+                budgets = self.budgets(algo) if algo.private else (None,)
+                reps = {eps: self.reps_of(algo, ds, model, eps) for eps in budgets}
+                out.extend(cell(params, eps, rep) for rep in sorted(set().union(*reps.values()))
+                           for params in algo.grid for eps in budgets if rep in reps[eps])
             else:
                 out.extend(cell(algo.grid[i], eps, rep, draw=j) for eps in self.budgets(algo)
                            for rep, j, i in self.search_runs(algo, ds, model, eps))

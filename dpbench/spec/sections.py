@@ -4,22 +4,25 @@ checked against its declared constraints (dpbench.core.validation)."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from typing import Any
 
 from dpbench.core.errors import SpecError
 from dpbench.core.keys import compile_delta, evaluate_delta
-from dpbench.core.validation import Integral, Interval, Mapping, Sequence, StrOptions, Text, missing, unknown_key, \
-    validate
+from dpbench.core.validation import Integral, Interval, Mapping, Pair, Real, Sequence, StrOptions, Text, missing, \
+    unknown_key, validate
 from dpbench.privacy.checks import DELTA, POSITIVE
 from dpbench.run.metrics import EQUIVALENCE_MARGINS, METRICS, SELECTION_METRICS
 from dpbench.spec.components import Component
 
 TOP_KEYS = ("name", "description", "paper", "seed", "seeds", "datasets", "models", "algorithms", "epsilons",
             "delta", "metrics", "selection", "select_per", "figures", "optimum", "audits", "claims", "margins",
-            "decide", "profiles")
+            "decide", "extra_seeds", "profiles")
 #: `select_per`: hyperparameters selected on each seed's own validation split, or on the mean over seeds
 SELECT_PER = ("seed", "pooled")
 DECIDE_KEYS = ("looks", "scale")
+EXTRA_SEEDS_KEYS = ("datasets", "algorithms", "models", "epsilons", "seeds")
 OPTIMUM_DEFAULTS = {"maxiter": 500, "restarts": 2}
 #: an experiment's name is the folder of its results
 NAME = Text(pattern=r"[^./\\][^/\\]*", what="a folder name: letters, digits, - and _")
@@ -172,6 +175,91 @@ def margins(value: Any) -> tuple[tuple[str, float], ...]:
     return tuple(sorted({**EQUIVALENCE_MARGINS, **{k: float(v) for k, v in value.items()}}.items()))
 
 
+@dataclass(frozen=True)
+class ExtraSeeds:
+    """One entry of `extra_seeds:`: the curves (algorithm labels on these data sets and models, at
+    epsilons in a range) that run `seeds` repetitions however many their data sets have (the
+    cells `dpbench decide` adds for the claims still undecided, and only for them)."""
+
+    datasets: tuple[str, ...]
+    algorithms: tuple[str, ...]
+    models: tuple[str, ...] = ()  # () = every model
+    epsilons: tuple[float, float] | None = None  # None = every epsilon
+    seeds: int = 0
+
+    def covers(self, algorithm: str, dataset: Component, model: str, epsilon: float | None) -> bool:
+        """Whether the cell of this algorithm label, data set entry, model label and epsilon (None:
+        non-private) is one of the entry's curves."""
+        if algorithm not in self.algorithms:
+            return False
+        if not {dataset.label, dataset.panel or dataset.label} & set(self.datasets):
+            return False
+        if self.models and model not in self.models:
+            return False
+        if epsilon is None or self.epsilons is None:
+            return True
+        low, high = self.epsilons
+        return low * (1 - 1e-9) <= epsilon <= high * (1 + 1e-9)
+
+    def to_yaml(self) -> str:
+        """The entry as a one-line YAML flow mapping (what `dpbench decide --write` writes)."""
+        def labels(values: tuple[str, ...]) -> str:
+            return "[" + ", ".join(json.dumps(v, ensure_ascii=False) for v in values) + "]"
+
+        parts = [f"datasets: {labels(self.datasets)}", f"algorithms: {labels(self.algorithms)}"]
+        if self.models:
+            parts.append(f"models: {labels(self.models)}")
+        if self.epsilons is not None:
+            parts.append(f"epsilons: [{self.epsilons[0]:g}, {self.epsilons[1]:g}]")
+        return "{" + ", ".join(parts + [f"seeds: {self.seeds}"]) + "}"
+
+
+def extra_seeds(value: Any, datasets: tuple[Component, ...], algorithms: tuple, models: tuple[Component, ...],
+                strict: bool = True) -> tuple[ExtraSeeds, ...]:
+    """`extra_seeds: [{datasets: [Adult], algorithms: [DP-SGD, PIDP-SGD (r = 1)], epsilons: [1, 3],
+    seeds: 40}]`: curves that run more repetitions than their data sets' `seeds:` (each a list of
+    labels; models and epsilons optional: every one). An algorithm with private selection
+    (`tuning:`) cannot take extra seeds (its searches are per data set). `strict`: a label the
+    experiment does not have is an error (a profile that drops some passes strict=False)."""
+    entries = validate("extra_seeds", value, [Sequence(Mapping("a mapping with keys datasets, algorithms, models, "
+                                                                "epsilons, seeds"), min_len=0,
+                                                        what="a list of {datasets, algorithms, seeds}"), None]) or ()
+    known = {"datasets": {c.label for c in datasets} | {c.panel for c in datasets if c.panel},
+             "algorithms": {a.label for a in algorithms}, "models": {m.label for m in models}}
+    tuned = {a.label for a in algorithms if getattr(a, "tuning", None) is not None}
+    out = []
+    for i, entry in enumerate(entries):
+        where = f"extra_seeds[{i}]"
+        for key in entry:
+            if key not in EXTRA_SEEDS_KEYS:
+                raise unknown_key(where, key, EXTRA_SEEDS_KEYS)
+        lists = {}
+        for key in ("datasets", "algorithms", "models"):
+            given = entry.get(key)
+            if given is None:
+                if key != "models":
+                    raise missing(f"{where}.{key}", "a list of labels")
+                lists[key] = ()
+                continue
+            labels = tuple(validate(f"{where}.{key}", given, Sequence(Text(), what="a non-empty list of labels")))
+            unknown = [x for x in labels if x not in known[key]]
+            if strict and unknown:
+                raise SpecError(f"{where}.{key}: unknown {unknown[0]!r} (the experiment's: "
+                                f"{', '.join(sorted(known[key]))})")
+            lists[key] = labels
+        if set(lists["algorithms"]) & tuned:
+            raise SpecError(f"{where}.algorithms: {sorted(set(lists['algorithms']) & tuned)[0]!r} selects privately "
+                            f"(tuning:); its searches run per data set, so it takes its data set's seeds")
+        if entry.get("seeds") is None:
+            raise missing(f"{where}.seeds", "the repetitions these curves run")
+        count = integer(entry["seeds"], f"{where}.seeds", minimum=2)
+        eps = entry.get("epsilons")
+        out.append(ExtraSeeds(lists["datasets"], lists["algorithms"], lists["models"],
+                              None if eps is None else tuple(validate(f"{where}.epsilons", eps,
+                                                                      Pair(Interval(Real)))), count))
+    return tuple(out)
+
+
 def optimum(value: Any) -> tuple[tuple[str, int], ...]:
     """The L-BFGS budget of the L* estimate, OPTIMUM_DEFAULTS filled in."""
     value = validate("optimum", value, [Mapping("a mapping such as {restarts: 2, maxiter: 500}"), None]) or {}
@@ -191,4 +279,5 @@ def metrics(value: Any) -> tuple[str, ...]:
 
 __all__ = ["DECIDE_KEYS", "DELTA_EXPRESSION", "EPSILONS", "SELECT_PER", "decide", "select_per",
            "NAME", "OPTIMUM_DEFAULTS", "SEED_COUNT", "SEED_LIST", "TOP_KEYS", "delta",
-           "epsilons", "integer", "metrics", "optimum", "seed_plan", "seeds", "selection", "text"]
+           "epsilons", "ExtraSeeds", "EXTRA_SEEDS_KEYS", "extra_seeds", "integer", "margins", "metrics", "optimum",
+           "seed_plan", "seeds", "selection", "text"]

@@ -4,6 +4,7 @@ processes, tests/dask_processes.py) give the records of a local run even when a 
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from pathlib import Path
@@ -44,7 +45,10 @@ def _records(exp: spec.Experiment, results: Path) -> pd.DataFrame:
     return frame.drop(columns=[c for c in ("fit_seconds", "wall_seconds") if c in frame.columns])
 
 
-def test_rounds_extend_only_the_data_sets_undecided_claims_read(tmp_path, data_dir):
+def test_rounds_extend_only_the_curves_undecided_claims_read(tmp_path, data_dir):
+    """Each round gives more seeds to the cells an undecided claim reads (its curves, data sets,
+    models and epsilon range: `extra_seeds:`), never to a whole data set; the written spec
+    reproduces every cell the rounds ran."""
     path = tmp_path / "decideme.yaml"
     path.write_text(SPEC.format(epochs=2, batch=32))
     results = tmp_path / "results"
@@ -52,17 +56,49 @@ def test_rounds_extend_only_the_data_sets_undecided_claims_read(tmp_path, data_d
                                     "--backend", "sequential", "--no-progress", "--write"])
     assert out.exit_code == 0, out.output
     written = spec.load(path)
-    assert written.seeds_for("iris") == 2, "no claim reads iris: it keeps the spec's seeds"
-    bc = written.seeds_for("breast_cancer")
-    assert bc in (2, 4, 8)
-    verdicts = decide_mod.claim_verdicts(written, results)
+    assert written.seeds_for("iris") == 2 and written.seeds_for("breast_cancer") == 2  # no data set grew
+    assert written.extra_seeds, out.output
+    for entry in written.extra_seeds:
+        assert entry.datasets == ("breast_cancer",) and entry.seeds in (4, 8)
+    cells = written.cells()
+    by_curve: dict[tuple, set] = {}
+    for c in cells:
+        by_curve.setdefault((c.label, c.dataset_label, c.epsilon), set()).add(c.rep)
+    assert all(len(r) == 2 for (label, ds, eps), r in by_curve.items() if ds == "iris")
+    gap = next(e for e in written.extra_seeds if e.epsilons is None)  # gap-falls: dpsgd at every epsilon
+    assert gap.algorithms == ("dpsgd",) and all(len(by_curve[("dpsgd", "breast_cancer", eps)]) == gap.seeds
+                                                for eps in written.epsilons)
+    near = [e for e in written.extra_seeds if e.epsilons == (4.0, 4.0)]  # near-exact: epsilon 4 only
+    if near and near[0].seeds > gap.seeds:
+        assert len(by_curve[("dpsgd", "breast_cancer", 0.1)]) < near[0].seeds
+    verdicts = decide_mod.claim_verdicts(written, results, str(data_dir))
     for v in verdicts:  # decided, or undecided only at the last look
-        assert v.verdict != "undecided" or bc == 8, (v.claim.id, v.verdict, bc)
-    # the written seeds reproduce the decision: `dpbench claims` reads the same verdicts
-    claims_out = CliRunner().invoke(main, ["claims", str(path), "--results", str(results)])
-    table = pd.read_csv(results / "decideme" / "claims.csv")
-    assert claims_out.exit_code == 0 and table["verdict"].tolist() == [v.verdict for v in verdicts]
-    assert (results / "decideme" / "cells").is_dir() and len(_records(written, results)) == len(written.cells())
+        assert v.verdict != "undecided" or any(e.seeds == 8 for e in written.extra_seeds), (v.claim.id, v.verdict)
+    rerun = CliRunner().invoke(main, ["run", str(path), "--results", str(results), "--data", str(data_dir),
+                                      "--backend", "sequential", "--no-progress"])
+    assert rerun.exit_code == 0 and "0 run" in rerun.output.replace(",", ""), rerun.output
+
+
+def test_extra_seeds_are_checked_and_cover_only_their_curves():
+    from dpbench.core.errors import SpecError
+
+    import yaml
+
+    raw = yaml.safe_load(SPEC.format(epochs=2, batch=32))
+    exp = spec.from_dict({**raw, "extra_seeds": [{"datasets": ["iris"], "algorithms": ["dpsgd"],
+                                                   "epsilons": [0.5, 4], "seeds": 5}]})
+    reps = {(c.label, c.dataset_label, c.epsilon): set() for c in exp.cells()}
+    for c in exp.cells():
+        reps[(c.label, c.dataset_label, c.epsilon)].add(c.rep)
+    assert reps[("dpsgd", "iris", 0.5)] == set(range(5)) and reps[("dpsgd", "iris", 0.1)] == {0, 1}
+    assert reps[("nonprivate", "iris", None)] == {0, 1} and reps[("dpsgd", "breast_cancer", 4.0)] == {0, 1}
+    assert exp.n_cells() == len(exp.cells())
+    for entry, message in [({"datasets": ["nope"], "algorithms": ["dpsgd"], "seeds": 4}, "unknown 'nope'"),
+                           ({"datasets": ["iris"], "seeds": 4}, "extra_seeds[0].algorithms: missing"),
+                           ({"datasets": ["iris"], "algorithms": ["dpsgd"]}, "extra_seeds[0].seeds: missing"),
+                           ({"datasets": ["iris"], "algorithms": ["dpsgd"], "seeds": 4, "colour": 1}, "unknown key")]:
+        with pytest.raises(SpecError, match=re.escape(message)):
+            spec.from_dict({**raw, "extra_seeds": [entry]})
 
 
 def test_written_seeds_are_one_number_when_every_data_set_has_the_same(tmp_path):
@@ -126,7 +162,7 @@ def test_rounds_on_a_dask_cluster_survive_a_killed_worker(tmp_path, data_dir):
     for name, content in stored.items():  # no stored cell was lost or rewritten
         assert (cells / name).read_bytes() == content
     decision = outcome["decision"]
-    final = decide_mod.with_seeds(spec.load(path), decision.seeds)
+    final = decide_mod.with_seeds(spec.load(path), decision.seeds, extra=decision.extra)
     pd.testing.assert_frame_equal(_records(final, local), _records(final, remote), check_exact=True)
     assert [v.verdict for v in decision.verdicts] == [v.verdict for v in decide_mod.claim_verdicts(final, local)]
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 
-from dpbench.figures.frame import corner_note, finish, place_corner_notes, save
+from dpbench.figures.frame import corner_note, finish, place_corner_notes, save, seeds_note
 
 
 def _figure():
@@ -50,3 +51,12 @@ def test_corner_notes_go_to_the_emptiest_corner_first_ones_on_top():
     assert text.get_text() == "first\nsecond"
     assert (text.get_horizontalalignment(), text.get_verticalalignment()) == ("left", "top")
     assert text.get_position() == (0.02, 0.97)
+
+
+def test_seeds_note_names_only_the_curves_that_differ():
+    """The footer names the curves whose points have another seed count than most."""
+    same = pd.DataFrame({"label": ["A", "A", "B"], "count": [20, 20, 20]})
+    assert seeds_note(same) == ""
+    mixed = pd.DataFrame({"label": ["A", "A", "B", "B", "C"], "count": [20, 40, 20, 20, 30]})
+    assert seeds_note(mixed) == "seeds per point: 20; A 20-40, C 30"
+    assert seeds_note(pd.DataFrame({"label": ["A"]})) == ""

@@ -134,7 +134,8 @@ def evaluate(claims: tuple[Claim, ...], points: pd.DataFrame, audits: pd.DataFra
     """Verdicts of an experiment's claims (module docstring) from its per-seed points
     (`POINT_COLUMNS`) and its audits table, each claim evaluated by its kind. With a `design`,
     look k tests the first looks[k] x scale[data set] seeds of every data set (scale 1 unless
-    given), and only looks every data set of the claim has reached count."""
+    given), and only looks that the claim's own curves (A and B in its scope) have reached on every
+    data set count: curves given more seeds than others (`extra_seeds:`) decide their own looks."""
     available = seed_counts(points)
     verdicts = []
     for claim in claims:
@@ -152,9 +153,9 @@ def evaluate(claims: tuple[Claim, ...], points: pd.DataFrame, audits: pd.DataFra
         weights = [1.0]
         if design is not None:
             own = scope(claim, points)
-            labels = set(own.loc[own["label"].isin([claim.a, getattr(claim, "b", None)]), "dataset_label"])
+            mine = seed_counts(own[own["label"].isin([claim.a, getattr(claim, "b", None)])])
             reached = [n for n in design.looks
-                       if all(available.get(label, 0) >= n * (scale or {}).get(label, 1) for label in labels)]
+                       if all(count >= n * (scale or {}).get(label, 1) for label, count in mine.items())]
             by_look, weights = [], list(design.weights[:len(reached)])
             for n in reached:
                 at = look_points(points, {label: n * (scale or {}).get(label, 1) for label in available})
