@@ -514,3 +514,23 @@ def test_the_margin_rule_gives_every_directional_claim_its_metrics_margin():
     span = math.log(10.0) - math.log(0.1)
     inside = C.stats.relation_p(v.tests[0].values, "within", -0.01 / span, 0.01 / span)[0]
     assert v.tests[0].p_eq == pytest.approx(float(inside))
+
+
+def test_a_bend_compares_the_slopes_over_two_ranges():
+    """rate flattens / steepens: per seed, the log-log slope over high_range minus that over
+    low_range; a curve falling as x^-2 then x^-1 flattens by 1."""
+    rng = np.random.default_rng(10)
+    n = np.array([250, 500, 1000, 2000, 4000, 8000])
+    rows = [{"label": "A", "dataset_label": f"P n={x}", "dataset_panel": "P", "model_label": "LR", "epsilon": 1.0,
+             "n_train": x, "n_features": np.nan, "metric": "m", "rep": r,
+             "value": (x ** -2.0 if x <= 2000 else 2000 ** -2.0 * (x / 2000) ** -1.0) * np.exp(rng.normal(0, 0.02))}
+            for r in range(12) for x in n]
+    bend = {"kind": "rate", "metric": "m", "a": "A", "over": "n", "low_range": [250, 2000],
+            "high_range": [2000, 8000]}
+    claims = _claims({"id": "flat", **bend, "relation": "flattens"}, {"id": "steep", **bend, "relation": "steepens"})
+    flat, steep = C.evaluate(claims, pd.DataFrame(rows, columns=C.POINT_COLUMNS))
+    assert (flat.verdict, steep.verdict) == ("reproduced", "contradicted")
+    assert flat.tests[0].effect == pytest.approx(1.0, abs=0.05)
+    with pytest.raises(SpecError, match=r"claims\[x\].low_range: missing"):
+        _claims({"id": "x", "kind": "rate", "metric": "m", "a": "A", "over": "n", "relation": "flattens",
+                 "high_range": [1, 2]})

@@ -22,7 +22,9 @@ sub-test per (data set panel, model), or per epsilon point with `per: point`; th
   epsilon, A's minus B's.
 * rate: the log-log slope s of curve A's metric against x: relation upper (s < slope +
   tolerance: an upper-bound rate, Õ(x^slope), the metric grows no faster, or falls no slower,
-  than the rate) or exact (|s - slope| < tolerance, where a paper states the order exactly).
+  than the rate), exact (|s - slope| < tolerance, where a paper states the order exactly), or a
+  bend: flattens / steepens (per seed, the slope over x in `high_range` minus that over x in
+  `low_range`, above / below 0).
 * audit: a claimed epsilon is refuted / not refuted (the audits' rigorous bounds at their
   confidence) or loose by a factor (the estimate's interval below claimed / factor), read from
   the audits table (dpbench.audit.multi_run).
@@ -298,18 +300,46 @@ def _per_curve(curve: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=_PANEL + ["rep", "value"]).set_index(_PANEL + ["rep"])
 
 
-@claim_kind("rate", relations=("upper", "exact"),
-            fields=_CURVE + (_OVER, Field("slope", Interval(Real), hint="the rate's exponent: the metric ~ x^slope"),
-                             Field("tolerance", _MARGIN, default=0.0,
-                                   hint="how far the fitted slope may exceed (upper) or miss (exact) the exponent")),
-            statement=lambda c: (f"{c.metric} of {c.a} ~ {c.over}^s, s < {c.slope:g}"
-                                 + (f" + {c.tolerance:g}" if c.tolerance else "") if c.relation == "upper" else
-                                 f"{c.metric} of {c.a} ~ {c.over}^s, s = {c.slope:g} ± {c.tolerance:g}"),
+def _rate_statement(c) -> str:
+    if c.relation == "upper":
+        return f"{c.metric} of {c.a} ~ {c.over}^s, s < {c.slope:g}" + (f" + {c.tolerance:g}" if c.tolerance else "")
+    if c.relation == "exact":
+        return f"{c.metric} of {c.a} ~ {c.over}^s, s = {c.slope:g} ± {c.tolerance:g}"
+    (a, b), (lo, hi) = c.low_range, c.high_range
+    return (f"{c.metric} of {c.a}: log-log slope in {c.over} over [{lo:g}, {hi:g}] "
+            f"{'above' if c.relation == 'flattens' else 'below'} that over [{a:g}, {b:g}] (it {c.relation})")
+
+
+_BEND = ("flattens", "steepens")
+
+
+@claim_kind("rate", relations=("upper", "exact") + _BEND,
+            fields=_CURVE + (_OVER, Field("slope", Interval(Real), relations=("upper", "exact"),
+                                          hint="the rate's exponent: the metric ~ x^slope"),
+                             Field("tolerance", _MARGIN, default=0.0, relations=("upper", "exact"),
+                                   hint="how far the fitted slope may exceed (upper) or miss (exact) the exponent"),
+                             Field("low_range", [_RANGE, None], default=None, relations=_BEND, needed_by=_BEND,
+                                   hint="the x range of the first slope of a bend"),
+                             Field("high_range", [_RANGE, None], default=None, relations=_BEND, needed_by=_BEND,
+                                   hint="the x range of the second slope of a bend")),
+            statement=_rate_statement,
             description="the log-log slope of curve A's metric against epsilon, n or d: an upper-bound rate "
-                        "(not exceeded) or an exact order")
+                        "(not exceeded), an exact order, or a bend (the slope over one x range above or below "
+                        "that over another)")
 def rate(claim, points: pd.DataFrame, audits: pd.DataFrame | None = None) -> list[SubTest]:
     part = scope(claim, points)
     curve = part[part["label"] == claim.a]
+
+    if claim.relation in _BEND:
+        (a, b), (lo, hi) = claim.low_range, claim.high_range
+
+        def bend(x: np.ndarray, y: np.ndarray) -> float:
+            low = (x >= a * (1 - 1e-9)) & (x <= b * (1 + 1e-9))
+            high = (x >= lo * (1 - 1e-9)) & (x <= hi * (1 + 1e-9))
+            return _slope(x[high], y[high], True) - _slope(x[low], y[low], True)
+
+        return _panel_tests(claim, curve, AXES[claim.over], bend,
+                            "greater" if claim.relation == "flattens" else "less", 0.0)
 
     def statistic(x: np.ndarray, y: np.ndarray) -> float:
         return _slope(x, y, True)

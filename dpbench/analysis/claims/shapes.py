@@ -77,7 +77,7 @@ def claim_shapes(verdicts: Sequence) -> list[Shape]:
 def _relation(claim) -> str:
     """The relation a sub-test of the claim tests (a rate claim tests at_most / within)."""
     if claim.kind == "rate":
-        return "at_most" if claim.relation == "upper" else "within"
+        return {"upper": "at_most", "exact": "within", "flattens": "greater", "steepens": "less"}[claim.relation]
     return claim.relation
 
 
