@@ -82,7 +82,7 @@ def claims(spec, profile, results, markdown, readme, summary, selection, simulat
         status[exp.name] = claims_mod.status_text([v.status for v in verdicts])
         click.echo(f"== {exp.name} [{exp.profile}]: {len(verdicts)} claims: {verdict_counts(verdicts)}")
         if markdown:
-            click.echo(claims_mod.markdown(verdicts))
+            click.echo(claims_mod.markdown(verdicts, verdicts_mod.exploratory_verdicts(exp, verdicts, results)))
         else:
             shown = claims_mod.table(verdicts)[["id", "verdict", "effect", "ci_low", "ci_high", "p_holm",
                                                 "p_contra_holm", "seeds", "seeds_needed", "where"]]
@@ -93,7 +93,7 @@ def claims(spec, profile, results, markdown, readme, summary, selection, simulat
         written = verdicts_mod.write_claims(exp, verdicts, results)
         click.echo(f"written: {', '.join(str(p) for p in written)}")
         if readme:
-            _fill_block(readme, "--readme", exp.name, claims_mod.markdown(verdicts))
+            _fill_block(readme, "--readme", exp.name, claims_mod.markdown(verdicts, verdicts_mod.exploratory_verdicts(exp, verdicts, results)))
             click.echo(f"written: the {exp.name} table of {readme}")
         if simulate:
             _simulate(exp, verdicts, simulate)

@@ -167,21 +167,27 @@ def selection_flips(exp: Experiment, verdicts: list, results: str | Path = "resu
             for v, w in zip(verdicts, others, strict=True) if v.verdict != w.verdict]
 
 
+def exploratory_verdicts(exp: Experiment, verdicts: list, results: str | Path = "results") -> dict[str, str] | None:
+    """Claim id -> the verdict it had when the experiment's plan was frozen (`plan.EXPLORATORY_FILE`),
+    for confirmatory verdicts to carry beside them; None for exploratory verdicts or without that table."""
+    earlier = output_folder(exp, results) / plan_mod.EXPLORATORY_FILE
+    if not earlier.is_file() or all(v.status == plan_mod.EXPLORATORY for v in verdicts):
+        return None
+    frame = pd.read_csv(earlier)
+    return dict(zip(frame["id"], frame["verdict"], strict=True))
+
+
 def write_claims(exp: Experiment, verdicts: list, results: str | Path = "results") -> list[Path]:
     """claims.csv and claims.md into the experiment's output folder (left alone when unchanged);
-    confirmatory verdicts carry, beside them, the exploratory verdict of each claim kept when the
-    plan was frozen (`plan.EXPLORATORY_FILE`), where there is one."""
+    confirmatory verdicts carry, beside them, the exploratory verdict of each claim
+    (`exploratory_verdicts`)."""
     from dpbench.analysis import claims as claims_mod
 
     if not verdicts:
         return []
     folder = output_folder(exp, results)
     folder.mkdir(parents=True, exist_ok=True)
-    earlier = folder / plan_mod.EXPLORATORY_FILE
-    exploratory = None
-    if earlier.is_file() and any(v.status != plan_mod.EXPLORATORY for v in verdicts):
-        frame = pd.read_csv(earlier)
-        exploratory = dict(zip(frame["id"], frame["verdict"], strict=True))
+    exploratory = exploratory_verdicts(exp, verdicts, results)
     table = claims_mod.table(verdicts, exploratory)
     atomic_write_bytes_via(folder / "claims.csv", lambda tmp: table.to_csv(tmp, index=False, float_format="%.6g"))
     text = f"# Claims of {exp.name} ({exp.paper or exp.description})\n\n" + claims_mod.markdown(verdicts, exploratory)

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from dpbench.figures.bands import band, floor_markers, log_floor
-from dpbench.figures.frame import finish
+from dpbench.figures.frame import finish, seeds_note
 from dpbench.figures.kinds import View, figure_kind
 from dpbench.figures.references import ReferenceCurveOption, ReferenceOption, draw_radius, draw_rate
 from dpbench.figures.style import LOG_METRICS, axis_label, claim_line, colours_for, label_order, nonprivate_styles
@@ -104,4 +104,4 @@ def _metric_over_size(curves: pd.DataFrame, metric: str, stem: str | Path, x: st
         ax.set_xlabel(x_label)
         if c == 0:
             ax.set_ylabel(axis_label(metric))
-    return finish(fig, axes, width, title, stem, order=labels, log=True)
+    return finish(fig, axes, width, title, stem, extra=seeds_note(part), order=labels, log=True)

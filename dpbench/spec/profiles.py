@@ -14,7 +14,9 @@ DEFAULT_PROFILE = "full"
 
 
 def apply_profile(raw: dict, profile: str) -> dict:
-    """`raw` with the overrides of `profile` merged in (the default profile needs no entry)."""
+    """`raw` with the overrides of `profile` merged in (the default profile needs no entry). A
+    profile that sets `seeds:` drops the base's `extra_seeds:` unless it sets its own (a `ci`
+    profile's two seeds are not to grow with the curves `dpbench decide` extended)."""
     profiles = validate("profiles", raw.get("profiles") or {}, Mapping("a mapping of profile name -> overrides"))
     if profile not in profiles:
         if profile == DEFAULT_PROFILE:
@@ -29,6 +31,9 @@ def apply_profile(raw: dict, profile: str) -> dict:
         if key not in TOP_KEYS or key == "profiles":
             raise SpecError(f"profiles.{profile}.{key}: not an overridable key; use one of "
                             f"{', '.join(k for k in TOP_KEYS if k != 'profiles')}")
+    if "seeds" in overrides and "extra_seeds" not in overrides:
+        # a profile that sets its own seeds does not inherit the curves `dpbench decide` extended
+        raw = {k: v for k, v in raw.items() if k != "extra_seeds"}
     if isinstance(overrides.get("seeds"), dict) and not isinstance(raw.get("seeds"), dict):
         # a per-dataset seeds mapping merges with the base's seeds: a count or list there is its default
         raw = {**raw, "seeds": {"default": raw.get("seeds", 1)}}

@@ -244,3 +244,13 @@ def test_confirming_needs_the_plan_committed_in_a_git_work_tree(tmp_path):
     assert plan_mod.committed(plan) is True
     plan.write_text('{"edited": 1}')
     assert plan_mod.committed(plan) is False  # changed since
+
+
+def test_a_profile_with_its_own_seeds_drops_the_extended_curves():
+    import yaml
+
+    raw = yaml.safe_load(SPEC.format(epochs=2, batch=32))
+    raw["extra_seeds"] = [{"datasets": ["iris"], "algorithms": ["dpsgd"], "seeds": 5}]
+    raw["profiles"] = {"ci": {"seeds": 2}, "wide": {"epsilons": [0.5]}}
+    assert spec.from_dict(raw).extra_seeds and spec.from_dict(raw, profile="wide").extra_seeds
+    assert spec.from_dict(raw, profile="ci").extra_seeds == ()
