@@ -534,3 +534,18 @@ def test_a_bend_compares_the_slopes_over_two_ranges():
     with pytest.raises(SpecError, match=r"claims\[x\].low_range: missing"):
         _claims({"id": "x", "kind": "rate", "metric": "m", "a": "A", "over": "n", "relation": "flattens",
                  "high_range": [1, 2]})
+
+
+def test_a_spread_across_seeds_compares_how_far_seeds_land_from_the_typical_one():
+    rng = np.random.default_rng(11)
+    b = 0.5 + _noise(rng, (16, 3), 0.01)
+    a = 0.5 + _noise(rng, (16, 3), 0.05)  # five times B's seed-to-seed spread
+    claims = _claims({"id": "more", "kind": "spread", "metric": "accuracy", "a": "A", "b": "B", "relation": "greater",
+                      "across": "seeds"},
+                     {"id": "less", "kind": "spread", "metric": "accuracy", "a": "A", "b": "B", "relation": "less",
+                      "across": "seeds"})
+    more, less = C.evaluate(claims, _points({"A": a, "B": b}, epsilons=(0.1, 1.0, 3.0)))
+    assert (more.verdict, less.verdict) == ("reproduced", "contradicted")
+    per_seed = (np.abs(a - np.median(a, axis=0)) - np.abs(b - np.median(b, axis=0))).mean(axis=1)
+    assert more.tests[0].effect == pytest.approx(np.median(per_seed))
+    assert "varies more than B across seeds" in more.claim.statement

@@ -19,7 +19,8 @@ sub-test per (data set panel, model), or per epsilon point with `per: point`; th
   the other ("more and more as x grows": larger at high x than at low x, whatever the shape).
 * spread: curve A fluctuates more (greater) or less (less) along epsilon than curve B: per seed,
   the root-mean-square residual of each curve about its own least-squares line against log
-  epsilon, A's minus B's.
+  epsilon, A's minus B's; or, with `across: seeds`, varies more or less between seeds: per seed,
+  A's absolute deviation from its median seed minus B's (means over the panel's points).
 * rate: the log-log slope s of curve A's metric against x: relation upper (s < slope +
   tolerance: an upper-bound rate, Õ(x^slope), the metric grows no faster, or falls no slower,
   than the rate), exact (|s - slope| < tolerance, where a paper states the order exactly), or a
@@ -270,25 +271,47 @@ def trend(claim, points: pd.DataFrame, audits: pd.DataFrame | None = None) -> li
                         equivalence=claim.equivalence)
 
 
-@claim_kind("spread", relations=("greater", "less"),
-            statement=lambda c: f"{c.metric}: {c.a} fluctuates {'more' if c.relation == 'greater' else 'less'} "
-                                f"than {c.b} along ε" + (f"; else no difference beyond {c.equivalence:g}"
-                                                         if c.equivalence else ""),
-            fields=_CURVE + (Field("b", _TEXT), Field("equivalence", [_MARGIN, None], default=None,
-                                                      hint="the margin e (metric units) of 'no difference beyond e'"),
-                             _REASON),
-            description="curve A fluctuates more or less than curve B along epsilon (RMS residual about a line)")
+def _spread_statement(c) -> str:
+    along = "along ε" if c.across == "epsilon" else "across seeds"
+    extra = f"; else no difference beyond {c.equivalence:g}" if c.equivalence else ""
+    return f"{c.metric}: {c.a} {'varies' if c.across == 'seeds' else 'fluctuates'} " \
+           f"{'more' if c.relation == 'greater' else 'less'} than {c.b} {along}{extra}"
+
+
+@claim_kind("spread", relations=("greater", "less"), statement=_spread_statement,
+            fields=_CURVE + (Field("b", _TEXT), Field("across", StrOptions(("epsilon", "seeds")), default="epsilon",
+                                                      hint="epsilon: fluctuation along the ε axis; seeds: variation "
+                                                           "between seeds at the same point"),
+                             Field("equivalence", [_MARGIN, None], default=None,
+                                   hint="the margin e (metric units) of 'no difference beyond e'"), _REASON),
+            description="curve A fluctuates more or less than curve B along epsilon (RMS residual about a line), "
+                        "or varies more or less between seeds (absolute deviation from the median seed)")
 def spread(claim, points: pd.DataFrame, audits: pd.DataFrame | None = None) -> list[SubTest]:
     part = scope(claim, points)
-    part = part[part["epsilon"].notna()]
-    rough = {label: _per_curve(part[part["label"] == label]) for label in (claim.a, claim.b)}
-    both = rough[claim.a].add_suffix("_a").join(rough[claim.b].add_suffix("_b"), how="inner")
+    if claim.across == "seeds":
+        both = _deviations(part, claim.a).add_suffix("_a").join(_deviations(part, claim.b).add_suffix("_b"),
+                                                                 how="inner")
+    else:
+        part = part[part["epsilon"].notna()]
+        rough = {label: _per_curve(part[part["label"] == label]) for label in (claim.a, claim.b)}
+        both = rough[claim.a].add_suffix("_a").join(rough[claim.b].add_suffix("_b"), how="inner")
     out = []
     for (panel, model), group in both.groupby(level=[0, 1], sort=True):
         values = (group["value_a"] - group["value_b"]).to_numpy()
         out.append(subtest(_where(panel, model), values, claim.relation, 0.0, equivalence=claim.equivalence or None,
                            vacuous=screens.declared(claim, panel, model), panel=panel, model=model))
     return out
+
+
+def _deviations(part: pd.DataFrame, label: str) -> pd.DataFrame:
+    """Per (panel, model, seed), the mean over the panel's points of the curve's absolute deviation
+    from its median over seeds at that point: how far a seed lands from the typical seed."""
+    curve = part[part["label"] == label]
+    if curve.empty:
+        return pd.DataFrame(columns=["value"], index=pd.MultiIndex.from_arrays([[]] * 3, names=_PANEL + ["rep"]))
+    median = curve.groupby(_POINT, dropna=False)["value"].transform("median")
+    dev = curve.assign(value=(curve["value"] - median).abs())
+    return dev.groupby(_PANEL + ["rep"])["value"].mean().to_frame()
 
 
 def _per_curve(curve: pd.DataFrame) -> pd.DataFrame:
