@@ -99,7 +99,7 @@ def claim_curves(exp: Experiment, verdict) -> ExtraSeeds | None:
     labels = {claim.a, getattr(claim, "b", None)} - {None}
     if getattr(claim, "specific", False):
         labels |= {a.label for a in exp.algorithms if a.tuning is None}
-    algorithms = tuple(sorted(a.label for a in exp.algorithms if a.label in labels and a.tuning is None))
+    algorithms = tuple(sorted({a.label for a in exp.algorithms if a.label in labels and a.tuning is None}))
     if not datasets or not algorithms:
         return None
     return ExtraSeeds(datasets, algorithms, tuple(claim.models), claim.epsilons, 0)
