@@ -91,9 +91,9 @@ def test_cli_simulate_prints_both_tests_on_the_specs_own_shapes(tmp_path):
     results = tmp_path / "results"
     shutil.copytree(ROOT / "results" / "quickstart", results / "quickstart")
     out = CliRunner().invoke(main, ["claims", str(ROOT / "experiments" / "quickstart.yaml"), "--results",
-                                    str(results), "--simulate", "200"])
+                                    str(results), "--simulate", "100"])
     assert out.exit_code == 0, out.output
-    assert "200 experiments resampled from" in out.output and "3 claims" in out.output
+    assert "100 experiments resampled from" in out.output and "3 claims" in out.output
     rows = [line.split() for line in out.output.splitlines() if line.strip().startswith(("sign ", "t "))]
     assert {(r[0], r[1]) for r in rows} >= {("sign", "boundary"), ("t", "boundary"), ("sign", "shift")}
     boundary = next(r for r in rows if r[:2] == ["sign", "boundary"])

@@ -183,16 +183,11 @@ def test_fitted_rate_where_the_spec_asks_for_it(tmp_path):
 
 
 def test_claim_marks_where_claims_hold_or_fail_significantly(tmp_path):
-    """pidp's per-point claims mark points (pipeline.significant_marks): every marked point of its
-    accuracy figure gets a star (holds) or a cross (fails) at the curve's value, as in the PNG. The
-    spec keeps its per-point claims, its first figure and Adult only (the test's time)."""
-    import dataclasses
-
-    full = _spec("pidp")
-    exp = dataclasses.replace(full, claims=tuple(c for c in full.claims if getattr(c, "per", "") == "point"),
-                              figures=full.figures[:1], datasets=tuple(d for d in full.datasets if d.label == "Adult"))
+    """dpsco's claims mark points (pipeline.significant_marks): every marked point of the figure
+    gets a star (holds) or a cross (fails) at the curve's value, as in the PNG."""
+    exp = _spec("dpsco")
     report.build([exp], results=RESULTS, out=tmp_path, baseline=False)
-    fig = page_data(tmp_path / "pidp.html")["figures"][0]
+    fig = page_data(tmp_path / "dpsco.html")["figures"][0]
     drawn = {"star": 0, "x": 0}
     for panel in fig["panels"]:
         for trace in panel["traces"]:
@@ -201,8 +196,7 @@ def test_claim_marks_where_claims_hold_or_fail_significantly(tmp_path):
                 assert all("claim " in t and ("holds" in t or "fails" in t) for t in trace["text"])
     marks = verdicts.significant_marks(verdicts.claim_verdicts(exp, RESULTS))
     curves = stored_tables.load_curves(exp, RESULTS)
-    drawn_curves = curves[(curves["metric"] == exp.figures[0].metric) & curves["dataset_label"].isin(["Adult"])]
-    shown = verdicts.with_marks(drawn_curves, marks)
+    shown = verdicts.with_marks(curves[curves["metric"] == exp.figures[0].metric], marks)
     texts = shown.loc[shown["epsilon"].notna(), "claim_mark"].fillna("")
     expected = {"star": int(texts.map(lambda t: any(m.strip().startswith("+") for m in t.split(",") if m)).sum()),
                 "x": int(texts.map(lambda t: any(m.strip().startswith("-") for m in t.split(",") if m)).sum())}
