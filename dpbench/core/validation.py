@@ -408,5 +408,22 @@ def validate(path: str, value: Any, constraints: Constraint | None | Iterable[Co
                        choices=any(c.choices for c in real))
 
 
+def entries(path: str, value: Any, keys: tuple[str, ...], what: str) -> list[tuple[str, dict]]:
+    """A list of mappings with these keys (None: none): each entry with its YAML path
+    ("path[i]"), an unknown key of any entry an error naming its path; `what` describes the list,
+    e.g. "a list of {datasets, models, reason}"."""
+    items = validate(path, value, [Sequence(Mapping(f"a mapping with keys {', '.join(keys)}"), min_len=0, what=what),
+                                   None]) or ()
+    out = []
+    for i, entry in enumerate(items):
+        where = f"{path}[{i}]"
+        for key in entry:
+            if key not in keys:
+                raise unknown_key(where, key, keys)
+        out.append((where, entry))
+    return out
+
+
 __all__ = ["DELTA", "NON_NEGATIVE", "OPEN_UNIT", "POSITIVE", "RATE", "Anything", "Boolean", "Constraint", "Integral", "Interval", "InvalidValue", "IsNone", "Mapping", "Options",
-           "Pair", "Real", "Satisfies", "Sequence", "StrOptions", "Text", "missing", "shown", "unknown_key", "validate"]
+           "Pair", "Real", "Satisfies", "Sequence", "StrOptions", "Text", "entries", "missing", "shown", "unknown_key",
+           "validate"]

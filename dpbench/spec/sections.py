@@ -10,8 +10,8 @@ from typing import Any
 
 from dpbench.core.errors import SpecError
 from dpbench.core.keys import compile_delta, evaluate_delta
-from dpbench.core.validation import Integral, Interval, Mapping, Pair, Real, Sequence, StrOptions, Text, missing, \
-    unknown_key, validate
+from dpbench.core.validation import Integral, Interval, Mapping, Pair, Real, Sequence, StrOptions, Text, entries, \
+    missing, unknown_key, validate
 from dpbench.privacy.checks import DELTA, POSITIVE
 from dpbench.run.metrics import EQUIVALENCE_MARGINS, METRICS, SELECTION_METRICS
 from dpbench.spec.components import Component
@@ -221,18 +221,11 @@ def extra_seeds(value: Any, datasets: tuple[Component, ...], algorithms: tuple, 
     labels; models and epsilons optional: every one). An algorithm with private selection
     (`tuning:`) cannot take extra seeds (its searches are per data set). `strict`: a label the
     experiment does not have is an error (a profile that drops some passes strict=False)."""
-    entries = validate("extra_seeds", value, [Sequence(Mapping("a mapping with keys datasets, algorithms, models, "
-                                                                "epsilons, seeds"), min_len=0,
-                                                        what="a list of {datasets, algorithms, seeds}"), None]) or ()
     known = {"datasets": {c.label for c in datasets} | {c.panel for c in datasets if c.panel},
              "algorithms": {a.label for a in algorithms}, "models": {m.label for m in models}}
     tuned = {a.label for a in algorithms if getattr(a, "tuning", None) is not None}
     out = []
-    for i, entry in enumerate(entries):
-        where = f"extra_seeds[{i}]"
-        for key in entry:
-            if key not in EXTRA_SEEDS_KEYS:
-                raise unknown_key(where, key, EXTRA_SEEDS_KEYS)
+    for where, entry in entries("extra_seeds", value, EXTRA_SEEDS_KEYS, "a list of {datasets, algorithms, seeds}"):
         lists = {}
         for key in ("datasets", "algorithms", "models"):
             given = entry.get(key)

@@ -9,8 +9,7 @@ from typing import Any
 from dpbench.analysis.claims.claim import Claim
 from dpbench.analysis.claims.kinds import CLAIM_KINDS, REQUIRED
 from dpbench.core.errors import SpecError
-from dpbench.core.validation import Interval, Mapping, Pair, Real, Sequence, StrOptions, Text, missing, unknown_key, \
-    validate
+from dpbench.core.validation import Interval, Pair, Real, Sequence, StrOptions, Text, entries, missing, validate
 
 #: keys every claim has before its kind's own, and after them (its scope and a note)
 HEAD_KEYS = ("id", "source", "quote", "kind", "relation")
@@ -42,14 +41,8 @@ def _text(entry: dict, key: str, path: str, required: bool = True) -> str | None
 def _uninformative(value: Any, path: str) -> tuple[dict, ...]:
     """The panels a claim declares uninformative: a list of {datasets, models, reason} (datasets or
     models may be left out: every one), each with its reason."""
-    entries = validate(path, value, [Sequence(Mapping("a mapping with keys datasets, models, reason"),
-                                              what="a list of {datasets, models, reason}"), None]) or ()
     out = []
-    for i, entry in enumerate(entries):
-        where = f"{path}[{i}]"
-        for key in entry:
-            if key not in UNINFORMATIVE_KEYS:
-                raise unknown_key(where, key, UNINFORMATIVE_KEYS)
+    for where, entry in entries(path, value, UNINFORMATIVE_KEYS, "a list of {datasets, models, reason}"):
         if entry.get("reason") is None:
             raise missing(f"{where}.reason", "say why these panels cannot inform the claim")
         out.append({"datasets": tuple(validate(f"{where}.datasets", entry.get("datasets"), [LABELS, None]) or ()),
@@ -89,14 +82,8 @@ def parse_claims(value: Any, path: str = "claims", margins: dict[str, float] | N
     With `margins` (the experiment's margin rule) every directional claim carries its metric's
     margin as its "no difference beyond m" margin (`_margin`)."""
     keys = claim_keys()
-    entries = validate(path, value, [Sequence(Mapping(f"a mapping with keys {', '.join(keys)}"), min_len=0,
-                                              what="a list of claims"), None])
     out, seen = [], set()
-    for i, entry in enumerate(entries or ()):
-        where = f"{path}[{i}]"
-        for key in entry:
-            if key not in keys:
-                raise unknown_key(where, key, keys)
+    for where, entry in entries(path, value, keys, "a list of claims"):
         if entry.get("id") is None:
             raise missing(f"{where}.id")
         cid = validate(f"{where}.id", entry["id"], ID)

@@ -117,15 +117,20 @@ def median_interval(values: np.ndarray, level: float = 1 - ALPHA) -> tuple[float
     return float(x[j - 1]), float(x[n - j])
 
 
+def _tie_tolerance(values: np.ndarray, threshold: Any, finite: np.ndarray) -> np.ndarray:
+    """`TIE_RTOL` x max(|threshold|, the largest finite |value|) per sample (values on the last
+    axis; the threshold broadcast against the samples)."""
+    largest = np.max(np.where(finite, np.abs(values), 0.0), axis=-1, initial=0.0)
+    return TIE_RTOL * np.maximum(np.abs(np.asarray(threshold, dtype=float)), largest)
+
+
 def _counts(values: np.ndarray, threshold: float | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(above, below, finite) counts of values [..., seeds] against a threshold, ties within
     `TIE_RTOL` counted in neither."""
     values = np.asarray(values, dtype=float)
-    threshold = np.asarray(threshold, dtype=float)[..., None] if np.ndim(threshold) else float(threshold)
     finite = np.isfinite(values)
-    scale = np.maximum(np.abs(threshold), np.max(np.where(finite, np.abs(values), 0.0), axis=-1, keepdims=True,
-                                                 initial=0.0))
-    tol = TIE_RTOL * scale
+    tol = _tie_tolerance(values, threshold, finite)[..., None]
+    threshold = np.asarray(threshold, dtype=float)[..., None] if np.ndim(threshold) else float(threshold)
     above = (finite & (values > threshold + tol)).sum(axis=-1)
     below = (finite & (values < threshold - tol)).sum(axis=-1)
     return above, below, finite.sum(axis=-1)
@@ -154,8 +159,7 @@ def _t_tail(values: np.ndarray, threshold: float | np.ndarray, side: str) -> np.
         dev = np.where(finite, values - mean[..., None], 0.0)
         se = np.sqrt((dev ** 2).sum(axis=-1) / np.maximum(n - 1, 1)) / np.sqrt(n)
     threshold = np.asarray(threshold, dtype=float)
-    tol = TIE_RTOL * np.maximum(np.abs(threshold), np.max(np.where(finite, np.abs(values), 0.0), axis=-1,
-                                                          initial=0.0))
+    tol = _tie_tolerance(values, threshold, finite)
     mean = np.where(np.abs(mean - threshold) <= tol, threshold, mean)
     se = np.where(se <= tol, 0.0, se)
     return np.asarray((upper_p if side == "above" else lower_p)(mean, threshold, se, n))

@@ -167,17 +167,15 @@ def evaluate(claims: tuple[Claim, ...], points: pd.DataFrame, audits: pd.DataFra
         p, p_opp, p_eq = (sequential_p([look[i] for look in by_look], weights) for i in range(3))
         verdicts.append(Verdict(claim, "undecided", tests=tests, p=p, p_opp=p_opp, p_eq=p_eq, looks=len(by_look)))
     tested = [v for v in verdicts if v.verdict == "undecided" and np.isfinite([v.p, v.p_opp]).any()]
-    for v in verdicts:  # screened everywhere, and no evidence against it either
-        if v.verdict == "undecided" and v not in tested and v.tests and not v.live:
-            v.verdict = "vacuous"
     family = family_verdicts([v.p for v in tested], [v.p_opp for v in tested], [v.p_eq for v in tested])
     for v, verdict, ph, po, pe in zip(tested, family.verdicts, family.hold, family.fail, family.equiv):
         v.verdict, v.p_holm, v.p_opp_holm, v.p_eq_holm = verdict, ph, po, pe
-        if v.verdict == "undecided" and not v.live:
-            v.verdict = "vacuous"  # nothing could support it, and the evidence against it decided nothing
-        if v.verdict == "undecided":
+        if v.verdict == "undecided" and v.live:
             v.seeds_needed = seeds_to_decide(v.live, ALPHA / max(2 * len(tested), 1),
                                              needed(v.claim.quantifier, len(v.live)))
+    for v in verdicts:  # nothing could support it, and the evidence against it decided nothing
+        if v.verdict == "undecided" and v.tests and not v.live:
+            v.verdict = "vacuous"
     return verdicts
 
 
