@@ -17,6 +17,7 @@ from dpbench.experiment.baselines import majority, majority_path
 from dpbench.experiment import plan as plan_mod
 from dpbench.experiment.inventory import inventory, runs_and_selection
 from dpbench.experiment.layout import RUNS_FILE, output_folder
+from dpbench.run.metrics import LEDGER_QUANTITIES
 from dpbench.spec.experiment import Experiment
 
 
@@ -70,6 +71,15 @@ def audits_for_claims(exp: Experiment, results: str | Path) -> pd.DataFrame | No
     return pd.read_csv(path) if path.is_file() else None
 
 
+def ledger_selection(exp: Experiment, selected: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """The runs a claim on a ledger quantity (run.metrics.LEDGER_QUANTITIES, e.g. the share of
+    noise-free steps) reads: those the experiment's first metric selects, the hyperparameters of
+    its first figure, so the quantity describes the runs that curve draws."""
+    wanted = {c.metric for c in exp.claims if getattr(c, "metric", None) in LEDGER_QUANTITIES}
+    first = selected.get(exp.metrics[0]) if exp.metrics else None
+    return {} if first is None else {q: first for q in sorted(wanted) if q in first}
+
+
 #: the metric whose claims the majority-class screen reads (dpbench.analysis.claims.screens)
 MAJORITY_METRIC = "accuracy"
 
@@ -87,6 +97,7 @@ def claims_from(exp: Experiment, selected: dict[str, pd.DataFrame], audits: pd.D
 
     if not exp.claims:
         return []
+    selected = {**selected, **ledger_selection(exp, selected)}
     scored = selected.get(MAJORITY_METRIC)
     labels = [] if scored is None or scored.empty or MAJORITY_METRIC not in scored else \
         sorted(set(scored.loc[scored[MAJORITY_METRIC].notna(), "dataset_label"]))

@@ -28,6 +28,11 @@ METRICS: dict[str, tuple[str, str]] = {
     "estimation_error": ("||theta - w*||_2 (synthetic data only)", "min"),
     "excess_population_risk": ("L_P(theta) - min L_P  (excess population risk)", "min"),
 }
+# quantities of a run's privacy ledger that claims may read like a metric (name -> description):
+# no curve draws them, and a claim reads them on the runs its experiment's first metric selects
+LEDGER_QUANTITIES: dict[str, str] = {
+    "noise_free_fraction": "share of the run's steps taken without noise (PIDP-SGD, paper 000 Algorithm 1)",
+}
 # the smallest difference of a metric that counts as meaningful (metric units): the margin of the
 # "no difference beyond m" hypothesis every directional claim on it carries (dpbench.analysis.
 # claims), unless the spec's `margins:` declares another for the experiment or a claim gives its

@@ -13,7 +13,7 @@ from dpbench.core.keys import compile_delta, evaluate_delta
 from dpbench.core.validation import Integral, Interval, Mapping, Pair, Real, Sequence, StrOptions, Text, entries, \
     missing, unknown_key, validate
 from dpbench.privacy.checks import DELTA, POSITIVE
-from dpbench.run.metrics import EQUIVALENCE_MARGINS, METRICS, SELECTION_METRICS
+from dpbench.run.metrics import EQUIVALENCE_MARGINS, LEDGER_QUANTITIES, METRICS, SELECTION_METRICS
 from dpbench.spec.components import Component
 
 TOP_KEYS = ("name", "description", "paper", "seed", "seeds", "datasets", "models", "algorithms", "epsilons",
@@ -166,11 +166,12 @@ def margins(value: Any) -> tuple[tuple[str, float], ...]:
     """`margins: {estimation_error: 0.05}`: the experiment's margin rule, per metric the smallest
     difference that counts as meaningful (> 0, metric units), over dpbench's defaults
     (run.metrics.EQUIVALENCE_MARGINS); every directional claim on the metric carries it as its "no
-    difference beyond m" margin (dpbench.analysis.claims)."""
+    difference beyond m" margin (dpbench.analysis.claims). A ledger quantity a claim reads
+    (run.metrics.LEDGER_QUANTITIES) has no default and takes its margin here."""
     value = validate("margins", value, [Mapping("a mapping metric -> margin, e.g. {accuracy: 0.01}"), None]) or {}
     for metric, margin in value.items():
-        if metric not in METRICS:
-            raise unknown_key("margins", metric, tuple(METRICS))
+        if metric not in METRICS and metric not in LEDGER_QUANTITIES:
+            raise unknown_key("margins", metric, tuple(METRICS) + tuple(LEDGER_QUANTITIES))
         validate(f"margins.{metric}", margin, POSITIVE)
     return tuple(sorted({**EQUIVALENCE_MARGINS, **{k: float(v) for k, v in value.items()}}.items()))
 
