@@ -549,3 +549,20 @@ def test_a_spread_across_seeds_compares_how_far_seeds_land_from_the_typical_one(
     per_seed = (np.abs(a - np.median(a, axis=0)) - np.abs(b - np.median(b, axis=0))).mean(axis=1)
     assert more.tests[0].effect == pytest.approx(np.median(per_seed))
     assert "varies more than B across seeds" in more.claim.statement
+
+
+def test_the_verdict_page_says_why_each_claim_is_encoded_as_it_is():
+    rng = np.random.default_rng(3)
+    base = rng.normal(0.8, 0.01, (20, 2))
+    cl = _claims({"id": "noted", "kind": "comparison", "metric": "accuracy", "a": "A", "b": "B", "relation": "greater",
+                  "note": "'better' as a one-sided comparison on the mean over epsilon."},
+                 {"id": "plain", "kind": "comparison", "metric": "accuracy", "a": "A", "b": "B", "relation": "greater",
+                  "quantifier": "some"},
+                 {"id": "every", "kind": "comparison", "metric": "accuracy", "a": "A", "b": "B", "relation": "greater"})
+    verdicts = C.evaluate(cl, _points({"A": base + 0.05, "B": base}))
+    text = C.markdown(verdicts)
+    why = text.split("Why each claim is encoded as it is", 1)[1]
+    assert "- `noted`: 'better' as a one-sided comparison on the mean over epsilon." in why
+    plain = next(line for line in why.splitlines() if line.startswith("- `plain`"))
+    assert plain == f"- `plain`: as stated: {cl[1].statement}." and "on some panel" in plain
+    assert f"- `every`: as stated: {cl[2].statement}, on every panel in its scope." in why

@@ -1,5 +1,5 @@
 """The verdicts as tables: claims.csv (`table`), the Markdown table a paper's docs page leads with
-(`markdown`), and the block of a Markdown file that carries it (`readme_block`, `fill_readme`)."""
+(`markdown`, followed by why each claim is encoded as it is: `why`), and the block of a Markdown file that carries it (`readme_block`, `fill_readme`)."""
 
 from __future__ import annotations
 
@@ -64,7 +64,20 @@ def markdown(verdicts: list[Verdict], exploratory: dict[str, str] | None = None)
             earlier = f" | {was}{' (differs)' if was != v.verdict else ''}"
         lines.append(f"| `{v.claim.id}`: “{quote}” | {r['source']} | {r['claim']} | {effect}{screened} | {p} | "
                      f"**{verdict_text(v)}**{earlier} | {seeds} |")
+    if verdicts:
+        lines += ["", "Why each claim is encoded as it is (the spec's note; a claim without one reads its "
+                      "sentence as stated):", ""] + [f"- `{v.claim.id}`: {why(v)}" for v in verdicts]
     return "\n".join(lines) + "\n"
+
+
+def why(v: Verdict) -> str:
+    """Why the claim's encoding reads its sentence that way: the spec's `note`, else the relation
+    tested, said to be the sentence as stated, on the panels its quantifier names."""
+    note = (v.claim.note or "").strip()
+    if note:
+        return note
+    every = ", on every panel in its scope" if v.claim.quantifier == "all" else ""
+    return f"as stated: {v.claim.statement}{every}."
 
 
 #: every verdict a claim can get, in the order counts and summaries list them
