@@ -27,7 +27,7 @@ from dpbench.run.cells import Cell, CellContext
 from dpbench.spec.experiment import Experiment
 
 #: columns of majority.csv: one row per (data set label, seed rep)
-MAJORITY_COLUMNS = ["dataset_label", "rep", "majority"]
+MAJORITY_COLUMNS = ["seed", "dataset_label", "rep", "majority"]
 #: precision of a stored share; a share read from the data is rounded to it, so that the data and
 #: the stored table give the same rates (and verdicts)
 MAJORITY_FORMAT = "%.6g"
@@ -110,8 +110,10 @@ def majority_path(exp: Experiment, results: str | Path) -> Path:
     return output_folder(exp, results) / MAJORITY_FILE
 
 
-def stored_shares(path: str | Path) -> dict[tuple[str, int], float]:
-    """(label, rep) -> share of the majority table at `path`; empty when there is none."""
+def stored_shares(path: str | Path, seed: int | None = None) -> dict[tuple[str, int], float]:
+    """(label, rep) -> share of the majority table at `path` for the experiment seed stream `seed`
+    (a split, and with it its majority share, depends on the stream as well as the rep; None:
+    every stream's rows, keyed by (seed, label, rep)); empty when there is none."""
     path = Path(path)
     if not path.is_file():
         return {}
@@ -119,18 +121,23 @@ def stored_shares(path: str | Path) -> dict[tuple[str, int], float]:
         # the shares as text, parsed by float(): the exact value written (MAJORITY_FORMAT), which
         # the data give too
         table = pd.read_csv(path, dtype={"dataset_label": str, "majority": str}, keep_default_na=False)
-        return {(str(label), int(rep)): float(share) for label, rep, share
-                in table[MAJORITY_COLUMNS].itertuples(index=False)}
+        rows = table[MAJORITY_COLUMNS].itertuples(index=False)
+        if seed is None:
+            return {(int(s), str(label), int(rep)): float(share) for s, label, rep, share in rows}
+        return {(str(label), int(rep)): float(share) for s, label, rep, share in rows if int(s) == int(seed)}
     except (ValueError, KeyError, pd.errors.ParserError) as exc:
         raise DpbenchError(f"{path} is not a majority table (columns {', '.join(MAJORITY_COLUMNS)}: "
                            f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); delete it and "
                            f"rerun with the raw data to rewrite it") from None
 
 
-def write_shares(path: str | Path, shares: dict[tuple[str, int], float]) -> bool:
-    """Write the majority table (`MAJORITY_COLUMNS`, sorted by label and rep) atomically; returns
-    whether the file changed."""
-    table = pd.DataFrame([(label, rep, share) for (label, rep), share in sorted(shares.items())],
+def write_shares(path: str | Path, shares: dict[tuple[str, int], float], seed: int = 0) -> bool:
+    """Write the majority table (`MAJORITY_COLUMNS`, sorted by seed stream, label and rep)
+    atomically, `shares` as the rows of the stream `seed` and the other streams' rows kept;
+    returns whether the file changed."""
+    kept = {k: v for k, v in stored_shares(path).items() if k[0] != int(seed)}
+    every = {**kept, **{(int(seed), label, rep): share for (label, rep), share in shares.items()}}
+    table = pd.DataFrame([(s, label, rep, share) for (s, label, rep), share in sorted(every.items())],
                          columns=MAJORITY_COLUMNS)
     return atomic_write_bytes_via(path, lambda tmp: table.to_csv(tmp, index=False, float_format=MAJORITY_FORMAT))
 
@@ -148,7 +155,8 @@ class Majority:
 def majority(exp: Experiment, labels: list[str], data_dir: str | None = None, results: str | Path | None = None,
              *, store: bool = False) -> Majority:
     """The majority-class rate of each of these data set labels: per (label, rep) the share stored
-    in majority.csv of the output folder under `results` (None: no stored table), else the one
+    in majority.csv of the output folder under `results` for the experiment's seed stream (None:
+    no stored table), else the one
     read from the data (`data_shares`, only for the repetitions the table lacks); the rate is their
     mean over the experiment's repetitions of the label.
 
@@ -157,11 +165,11 @@ def majority(exp: Experiment, labels: list[str], data_dir: str | None = None, re
     shares the data gave to majority.csv (atomically; its other rows are kept, and a folder that
     refuses the write is left as it is)."""
     path = majority_path(exp, results) if results is not None else None
-    stored = stored_shares(path) if path is not None else {}
+    stored = stored_shares(path, exp.seed) if path is not None else {}
     found = data_shares(exp, labels, data_dir, frozenset(k for k in stored if k[0] in set(labels)))
     if store and path is not None and found.shares:
         try:
-            write_shares(path, {**stored, **found.shares})
+            write_shares(path, {**stored, **found.shares}, exp.seed)
         except OSError:  # a read-only checkout: the rates come from the data all the same
             pass
     shares = {**stored, **found.shares}

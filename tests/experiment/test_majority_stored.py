@@ -89,7 +89,7 @@ def test_each_profile_takes_the_mean_over_its_own_reps_of_the_stored_shares(tmp_
     full, ci = load_experiment(SPEC), load_experiment(SPEC, "ci")
     assert ci.reps_for("adult") == (0, 1, 2) and full.reps_for("adult") == tuple(range(10))
     for exp in (full, ci):
-        baselines.write_shares(baselines.majority_path(exp, tmp_path), shares)
+        baselines.write_shares(baselines.majority_path(exp, tmp_path), shares, exp.seed)
     assert baselines.majority_path(ci, tmp_path) == tmp_path / "quickstart" / "profiles" / "ci" / MAJORITY_FILE
     empty = str(_empty(tmp_path))
     assert verdicts_mod.majority_for(full, LABELS, empty, results=tmp_path) == pytest.approx(
@@ -97,7 +97,7 @@ def test_each_profile_takes_the_mean_over_its_own_reps_of_the_stored_shares(tmp_
     assert verdicts_mod.majority_for(ci, LABELS, empty, results=tmp_path) == pytest.approx(
         {label: 0.61 for label in LABELS}, abs=1e-12)
     del shares[("adult", 9)]  # the full profile lacks one rep of adult: its verdicts cannot be computed
-    baselines.write_shares(baselines.majority_path(full, tmp_path), shares)
+    baselines.write_shares(baselines.majority_path(full, tmp_path), shares, full.seed)
     with pytest.raises(DpbenchError, match=r"adult \(1 of 10 seeds\)"):
         verdicts_mod.majority_for(full, LABELS, empty, results=tmp_path)
     assert baselines.majority_rates(full, LABELS, empty, tmp_path) == pytest.approx({"breast_cancer": 0.645})
@@ -109,20 +109,40 @@ def test_the_data_complete_a_short_majority_csv_and_the_stored_shares_come_first
     path = results / "quickstart" / MAJORITY_FILE
     right = verdicts_mod.majority_for(exp, LABELS, str(quickstart_data), results=results)
     truth = path.read_bytes()
-    shares = baselines.stored_shares(path)
+    shares = baselines.stored_shares(path, exp.seed)
     other = {("other", 0): 0.25}  # a row of another label is kept
     short = {**{k: v for k, v in shares.items() if k != ("adult", 3)}, **other}  # one rep lacking
-    baselines.write_shares(path, short)
+    baselines.write_shares(path, short, exp.seed)
     assert verdicts_mod.majority_for(exp, LABELS, str(quickstart_data), results=results) == right
-    assert baselines.stored_shares(path) == {**shares, **other}
+    assert baselines.stored_shares(path, exp.seed) == {**shares, **other}
     # a stored share is what the verdicts read, even with the data at hand (the data are read only
     # for what the table lacks)
-    baselines.write_shares(path, {**shares, ("breast_cancer", 0): 0.5})
+    baselines.write_shares(path, {**shares, ("breast_cancer", 0): 0.5}, exp.seed)
     moved = verdicts_mod.majority_for(exp, LABELS, str(quickstart_data), results=results)
     n = len([k for k in shares if k[0] == "breast_cancer"])
     assert moved["breast_cancer"] == pytest.approx(right["breast_cancer"] + (0.5 - shares[("breast_cancer", 0)]) / n)
-    baselines.write_shares(path, shares)
+    baselines.write_shares(path, shares, exp.seed)
     assert path.read_bytes() == truth  # same shares, same bytes
+
+
+def test_the_stored_shares_of_another_seed_stream_are_not_read(quickstart_data, tmp_path):
+    """A split depends on the experiment's seed stream as well as the rep: a majority.csv written for
+    one stream (e.g. the exploratory seeds) is never read for another (a confirmatory plan's)."""
+    exp = load_experiment(SPEC)
+    results = _results(tmp_path)
+    path = results / "quickstart" / MAJORITY_FILE
+    right = verdicts_mod.majority_for(exp, LABELS, str(quickstart_data), results=results)
+    shares = baselines.stored_shares(path, exp.seed)
+    other_stream = exp.seed + 1
+    path.unlink()
+    baselines.write_shares(path, {k: 0.5 for k in shares}, other_stream)  # stale rates of another stream
+    assert baselines.stored_shares(path, exp.seed) == {}
+    with pytest.raises(DpbenchError, match="cannot compute the claims' verdicts"):
+        verdicts_mod.majority_for(exp, LABELS, str(_empty(tmp_path)), results=results)
+    assert verdicts_mod.majority_for(exp, LABELS, str(quickstart_data), results=results) == right
+    every = baselines.stored_shares(path)  # both streams kept, keyed by (seed, label, rep)
+    assert {k[0] for k in every} == {exp.seed, other_stream}
+    assert baselines.stored_shares(path, other_stream) == {k: 0.5 for k in shares}
 
 
 def _weak_dpsgd(results: Path) -> None:
