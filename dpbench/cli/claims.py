@@ -60,8 +60,9 @@ def claims(spec, profile, results, markdown, readme, summary, selection, simulat
     runs.csv.gz and audits.csv (dpbench/analysis/claims/: the sign test of the median per-seed
     statistic, exact for any shape, with its 95% interval; Holm across the claims of one
     experiment; the seeds an undecided claim would need). Trains nothing; writes claims.csv and
-    claims.md next to the experiment's curves. Every verdict is marked exploratory: the claims
-    were written with the committed seeds in view.
+    claims.md next to the experiment's curves. A verdict is marked exploratory unless the
+    spec's analysis is a frozen plan's and its seeds that plan's own stream (`dpbench decide
+    --freeze`, then `--confirm`): then "confirmatory (plan <hash>)".
     """
     import pandas as pd
 
