@@ -58,7 +58,7 @@ check: $(STAMP)
 # DEVICE=gpu: the JAX path's families (DP-SGD, DP-LSSGD, DP-GD, output and input perturbation) on the GPU, the rest on the
 # CPU (docs/gpu.md; needs JAX's CUDA build: .venv/bin/pip install 'jax[cuda12]'); jax-cpu: the same on JAX's CPU build
 DEVICE ?= cpu
-figures: fetch  # --allow-large: the committed confirmatory seed counts give paper 003 ~64,000 cells
+figures: fetch  # --allow-large: the committed confirmatory seed counts give paper 003 ~75,000 cells
 	$(BIN)/dpbench run $(EXPERIMENTS) --jobs $(JOBS) --allow-large --device $(DEVICE)
 	$(BIN)/dpbench report $(EXPERIMENTS)
 
