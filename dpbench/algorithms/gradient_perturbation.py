@@ -81,6 +81,10 @@ C = `clip_norm`, default model.lipschitz, else 1.0; clipping bounds the sensitiv
 model, so the claim holds for the MLP too. `lr` default 1.0 (1/beta_s would be 4 for
 logreg; tune it); `radius` default none (no projection). The clipped sum comes from
 ``model.clipped_grad_sum`` (no n x p matrix).
+
+Not on the privatiser path: BST14 samples with replacement and rests on its own theorem (not
+a dp-accounting event), and DP-GD's calibration and batched twins are its own; both clip per
+example in every step and report every step, which the release check holds to the ledger.
 """
 
 from __future__ import annotations

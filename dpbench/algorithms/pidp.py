@@ -134,6 +134,10 @@ bound 2 eps1 = eps1 + ln kappa with kappa = e^eps1), the gradient at the round's
 factor 2 follow the paper. The proof puts H at theta~ while line 4 (followed here) puts it at
 theta^(g); Remark 5 adds zeta, `damping: floor` floors the eigenvalues instead (both offered);
 `noise_free_fraction` is 1 - k/n in the paper's notation (Thm 6).
+
+Not on the privatiser path: the paper's mechanism (noise-free steps, a Hessian-based perturbation)
+is reproduced as written, and its claim does not hold (`paper-only` always); its steps, the noise-free
+ones included, are reported and held to the ledger by the release check.
 """
 
 from __future__ import annotations
