@@ -55,3 +55,28 @@ metrics: [accuracy]
     assert shifted["release_check"].startswith("consistent")  # its stream lies consistently: verify's part
     example = records["dpadam"]["privacy"]
     assert example["claim"] == "valid" and example["privatiser"] == "noisy_sgd"
+
+
+def test_a_plugin_run_stored_valid_before_the_rule_reads_declared(tmp_path, data_dir):
+    """A record a plugin that owns its loop stored as "valid" (before the runner stored "declared") is
+    read as "declared" by the runs table; a privatised plugin's stays "valid"."""
+    from dpbench.analysis.curves import runs_table
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"""
+name: old
+seed: 0
+seeds: 1
+datasets: [breast_cancer]
+models: [logreg]
+algorithms: [{{plugin: {EXAMPLE}:fit_dpadam}}]
+epsilons: [1.0]
+delta: 1.0e-5
+metrics: [accuracy]
+""")
+    context = CellContext(data_dir=str(data_dir), cache_dir=str(tmp_path / "cache"))
+    record = {**run_cell(load(str(spec)).cells()[0], context), "status": "ok"}
+    old = json.loads(json.dumps(record))
+    del old["privacy"]["privatiser"]  # as a plugin that ran its own loop wrote it
+    table = runs_table([record, {**old, "key": "old"}])
+    assert list(table["dp_claim"]) == ["valid", "declared"]
