@@ -7,13 +7,18 @@ numbers, z_t = <released_t, u> / weight and s_t the declared std, and `access`, 
 gradient call the fit made through its model) and adds one finding. Each statistical test runs at
 level `CHECK_LEVEL` (two-sided where either direction is a mismatch).
 
-* **steps taken**: rows evaluated by the model's gradient methods over all runs, R, against the
-  rows the reported steps sample, E = sum over steps of rate_t * n (n the rows of the fit's
-  problem), with sd^2 = sum rate_t (1 - rate_t) n (Poisson sampling: the batch size is
-  Binomial(n, rate_t)). R > E + 4 sd and R > 1.1 E means gradients were taken for steps that were
-  not reported (one-sided: fewer rows is not a privacy loss).
-* **sampling scheme** (every step declares one rate q < 1, and no run made more gradient calls than
-  it reported steps; a run with fewer made none for its empty batches, counted as size 0):
+* **steps taken**: rows evaluated by the model's gradient methods at iterates that no reported step
+  declares (its `Release.theta`, matched by value, `dpbench.models.access.digest`), R_h, summed over
+  runs, against the rows the reported steps sample, E = sum over steps of rate_t * n (n the rows of
+  the fit's problem), with sd^2 = sum rate_t (1 - rate_t) n (Poisson sampling: the batch size is
+  Binomial(n, rate_t)). R_h > 4 sd and R_h > 0.1 E (the rows evaluated exceed those of the
+  reported steps by both) means gradients were taken for steps that were not reported. Gradients at
+  a reported iterate are not counted against it: an honest loop may evaluate more there than the
+  step's batch (PIDP-SGD's per-round decision, lines 7-8 of [S0], evaluates the round's rows at
+  the round's first iterate; a loop may recompute the step's gradient to report it).
+* **sampling scheme** (every step declares one rate q < 1, no run made more gradient calls than it
+  reported steps, and the calls missing are as many as empty batches explain: a loop makes none
+  for an empty batch, counted as size 0):
   - the rate: the batch sizes b_i summed against Binomial(sum n_i, q) (normal approximation);
     significant and more than 10 % off the declared rate is a mismatch;
   - the dispersion: the index-of-dispersion statistic sum (b_i - n_i q^)^2 / (n_i q^ (1 - q^)),
@@ -60,30 +65,43 @@ def _two_sided(cdf: float, sf: float) -> float:
     return min(1.0, 2.0 * min(cdf, sf))
 
 
-def _calls(recorder: Any) -> list[int] | None:
-    """The batch size of each reported step of one run, or None when the run made more gradient
-    calls than it reported steps (module docstring: fewer are empty batches, size 0)."""
-    sizes = list(recorder.access.sizes)
-    if len(sizes) > recorder.steps:
-        return None
-    return sizes + [0] * (recorder.steps - len(sizes))
+def _calls(recorders: Sequence[Any]) -> tuple[list[list[int]] | None, str]:
+    """The batch size of each reported step of each run (module docstring: a run with fewer gradient
+    calls than steps made none for its empty batches, size 0), or (None, why not) when a run made
+    more calls than steps, or more are missing than empty batches explain (E0 + 4 sqrt(E0) + 1,
+    E0 = sum over steps (1 - q)^n, the expected empty batches)."""
+    sizes = [list(r.access.sizes) for r in recorders]
+    if any(len(s) > r.steps for s, r in zip(sizes, recorders)):
+        return None, ("more gradient calls than reported steps in a run: batches cannot be matched to steps "
+                      "(see steps taken)")
+    missing = sum(r.steps - len(s) for s, r in zip(sizes, recorders))
+    empty = sum(r.steps * (1 - r.declared[0][1]) ** r.n for r in recorders)
+    if missing > empty + 4 * math.sqrt(empty) + 1:
+        return None, (f"{missing} reported steps made no gradient call through the model's methods (about "
+                      f"{empty:.0f} empty batches expected): its batches are not seen")
+    return [s + [0] * (r.steps - len(s)) for s, r in zip(sizes, recorders)], ""
 
 
 def check_steps_taken(recorders: Sequence[Any], into: Any) -> None:
-    """Rows the model evaluated against the rows the reported steps sample (module docstring)."""
+    """Rows the model evaluated at iterates no reported step was taken at, against the rows the
+    reported steps sample (module docstring)."""
     rows = sum(r.access.rows for r in recorders)
     calls = sum(len(r.access.sizes) for r in recorders)
     if calls == 0:
         into.add("steps taken", "skipped", "no gradient was evaluated through the model's methods (a loop of its "
                                            "own): the rows behind the steps cannot be counted")
         return
+    unreported = [(size, point) for r in recorders for size, point in zip(r.access.sizes, r.access.points)
+                  if point not in r.iterates]
+    hidden_rows = sum(size for size, _ in unreported)
+    hidden_points = len({point for _, point in unreported})
     rates = np.array([d[1] for r in recorders for d in r.declared], dtype=float)
     n = np.array([r.n for r in recorders for _ in r.declared], dtype=float)
     expected = float(np.sum(rates * n))
     sd = math.sqrt(float(np.sum(rates * (1 - rates) * n)))
-    hidden = rows > expected + STEPS_SD * sd and rows > STEPS_FACTOR * expected
-    text = (f"gradients evaluated on {rows} rows in {calls} calls, the {len(rates)} reported steps sample about "
-            f"{expected:.0f} +- {sd:.0f}")
+    hidden = hidden_rows > STEPS_SD * sd and hidden_rows > (STEPS_FACTOR - 1) * expected
+    text = (f"gradients evaluated on {rows} rows in {calls} calls, {hidden_rows} of them at {hidden_points} iterates "
+            f"no reported step was taken at; the {len(rates)} reported steps sample about {expected:.0f} +- {sd:.0f}")
     into.add("steps taken", "mismatch" if hidden else "ok", text + (": steps taken but not reported" if hidden else ""))
 
 
@@ -96,10 +114,9 @@ def check_sampling(recorders: Sequence[Any], canary_recorders: Sequence[Any], in
     if not every or any(len(s) != 1 for s in per_run) or any(q >= 1 or q <= 0 for q in rates):
         into.add("sampling scheme", "skipped", "the steps do not declare one sampling rate below 1 per run")
         return
-    sizes = [_calls(r) for r in every]
-    if any(s is None for s in sizes):
-        into.add("sampling scheme", "skipped", "more gradient calls than reported steps in a run: batches cannot be "
-                                               "matched to steps (see steps taken)")
+    sizes, why = _calls(every)
+    if sizes is None:
+        into.add("sampling scheme", "skipped", why)
         return
     b = np.array([v for s in sizes for v in s], dtype=float)
     n = np.array([r.n for r, s in zip(every, sizes) for _ in s], dtype=float)

@@ -59,7 +59,7 @@ from dpbench.audit.stream_checks import CHECK_LEVEL, check_sampling, check_seria
 from dpbench.audit.whitebox import contribution
 from dpbench.core.keys import seed_from
 from dpbench.core.ledger import Ledger
-from dpbench.models.access import Access, recording
+from dpbench.models.access import Access, digest, recording
 from dpbench.privacy import claim_check, events
 
 #: relative slack of a recomputed epsilon over the target: the accountants' discretisation (PLD
@@ -157,6 +157,7 @@ class StreamRecorder:
     def __init__(self, game: Game, canary: bool, n: int = 0):
         self.game, self.canary, self.n = game, canary, int(n)  # n: rows of the fit's problem
         self.access = Access()  # the fit's gradient calls (`_run_side`'s `recording`)
+        self.iterates: set[int] = set()  # digests of the iterates the reported steps were taken at
         self.u = np.asarray(game.direction, dtype=float)
         self.steps = 0
         self.tally = Tally()
@@ -176,6 +177,7 @@ class StreamRecorder:
         self.z.append(float((released @ self.u)[0] / release.weight))
         self.s.append(float(release.noise_std))
         self.theta_u.append(float(theta[0] @ self.u))
+        self.iterates.add(digest(theta[0]))
         if self.canary:
             g = self.game
             self.a.append(float(contribution(g.model, theta[:1], g.canary_x, g.canary_y, release.clip_norm,
@@ -213,7 +215,7 @@ def _run_side(info, game: Game, canary: bool, runs: int, epsilon: float, delta: 
     while i < runs or (sum(r.steps for r in out.recorders) < min_steps and i < max(runs, max_runs)):
         rng = np.random.default_rng(np.random.SeedSequence(seed_from("verify", seed, int(canary), i)))
         recorder = StreamRecorder(game, canary, len(y))
-        with observing(recorder), tallying() as recorder.tally, recording(marked) as recorder.access:
+        with observing(recorder), tallying() as recorder.tally, recording(marked, iterates=True) as recorder.access:
             fit = info.fit(problem, target, rng, **params)
         out.recorders.append(recorder)
         out.ledgers.append(Ledger.from_dict(fit.privacy))

@@ -9,10 +9,12 @@ included: `Model.__init_subclass__` wraps each with `counted`). A call made from
 counted call (the base `data_grad` calling `per_example_grads`, an override calling `super()`)
 counts once, as the outer call.
 
-With a recorder set (`recording(marked)`), each outer call appends its number of rows to
-`Access.sizes` and, when the recorder was given `marked` (rows -> bool per row: e.g. rows with a
+With a recorder set (`recording(marked, iterates)`), each outer call appends its number of rows to
+`Access.sizes`; when the recorder was given `marked` (rows -> bool per row: e.g. rows with a
 nonzero value along the canary's spare direction), whether any marked row was among them to
-`Access.hits`. With none set, a counted call costs one ContextVar.get.
+`Access.hits`; with `iterates`, the `digest` of the theta it was evaluated at to `Access.points`
+(so a gradient can be matched with the iterate a reported step declares). With none set, a counted
+call costs one ContextVar.get.
 
 What this cannot see: compiled loops that evaluate gradients without a model method (the numba
 kernels of dpbench/algorithms/kernels.py, the JAX twins). Under `verify` they do not run: the
@@ -36,10 +38,11 @@ GRADIENT_METHODS = ("per_example_grads", "data_grad", "clipped_grad_sum", "loss_
 class Access:
     """The gradient calls of the fits run inside `recording` (module docstring)."""
 
-    def __init__(self, marked: Callable[[np.ndarray], np.ndarray] | None = None):
-        self.marked = marked
+    def __init__(self, marked: Callable[[np.ndarray], np.ndarray] | None = None, iterates: bool = False):
+        self.marked, self.iterates = marked, iterates
         self.sizes: list[int] = []  # rows of each outer gradient call, in order
         self.hits: list[bool] = []  # per call, whether a marked row was among them (only with `marked`)
+        self.points: list[int] = []  # per call, the digest of its theta (only with `iterates`)
         self._depth = 0
 
     @property
@@ -47,13 +50,20 @@ class Access:
         """Rows evaluated over all calls."""
         return int(sum(self.sizes))
 
-    def _enter(self, X: np.ndarray) -> None:
+    def _enter(self, theta: np.ndarray, X: np.ndarray) -> None:
         if self._depth == 0:
+            if self.iterates:
+                self.points.append(digest(theta))
             rows = np.asarray(X)
             self.sizes.append(int(rows.shape[0]) if rows.ndim else 1)
             if self.marked is not None:
                 self.hits.append(bool(rows.shape[0]) and bool(np.any(self.marked(np.atleast_2d(rows)))))
         self._depth += 1
+
+
+def digest(theta: np.ndarray) -> int:
+    """A hash of theta's values (-0.0 read as 0.0): equal for the same iterate, whatever array holds it."""
+    return hash((np.asarray(theta, dtype=np.float64) + 0.0).tobytes())
 
 
 _RECORDER: ContextVar[Access | None] = ContextVar("dpbench_gradient_access", default=None)
@@ -69,7 +79,7 @@ def counted(method: Callable) -> Callable:
         recorder = _RECORDER.get()
         if recorder is None:
             return method(self, theta, X, *args, **kwargs)
-        recorder._enter(X)
+        recorder._enter(theta, X)
         try:
             return method(self, theta, X, *args, **kwargs)
         finally:
@@ -80,10 +90,12 @@ def counted(method: Callable) -> Callable:
 
 
 @contextmanager
-def recording(marked: Callable[[np.ndarray], np.ndarray] | None = None) -> Iterator[Access]:
+def recording(marked: Callable[[np.ndarray], np.ndarray] | None = None, iterates: bool = False
+              ) -> Iterator[Access]:
     """Record the gradient calls of the fits run inside the block in the yielded `Access`; `marked`
-    (rows (b, d) -> (b,) bools) says which rows to look for (module docstring)."""
-    recorder = Access(marked)
+    (rows (b, d) -> (b,) bools) says which rows to look for, `iterates` whether to keep each call's
+    theta digest (module docstring)."""
+    recorder = Access(marked, iterates)
     token = _RECORDER.set(recorder)
     try:
         yield recorder
@@ -91,4 +103,4 @@ def recording(marked: Callable[[np.ndarray], np.ndarray] | None = None) -> Itera
         _RECORDER.reset(token)
 
 
-__all__ = ["GRADIENT_METHODS", "Access", "counted", "recording"]
+__all__ = ["GRADIENT_METHODS", "Access", "counted", "digest", "recording"]

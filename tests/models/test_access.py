@@ -47,4 +47,17 @@ def test_a_subclass_override_calling_the_base_counts_once():
     with recording() as access:
         model.per_example_grads(np.zeros(3), X, y)
         models.Model.clipped_grad_sum(model, np.zeros(3), X[:5], y[:5], 1.0)  # -> per_example_grads
-    assert access.sizes == [10, 5] and access.hits == []
+    assert access.sizes == [10, 5] and access.hits == [] and access.points == []
+
+
+def test_iterates_are_recorded_by_value():
+    from dpbench.models.access import digest
+
+    model = models.make("logreg", 3)
+    X, y = _rows()
+    theta = np.array([0.5, -0.0, 1.0])
+    with recording(iterates=True) as access:
+        model.data_grad(theta, X, y)
+        model.data_grad(theta.copy() * 1.0, X, y)
+        model.data_grad(theta + 1e-9, X, y)
+    assert access.points[0] == access.points[1] == digest(np.array([0.5, 0.0, 1.0])) != access.points[2]
