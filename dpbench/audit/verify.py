@@ -2,8 +2,11 @@
 
 A fit's ledger says what it spent; nothing obliges it to be true (a plugin's least of all). This
 module runs the algorithm a few times on the spare-feature game of the audits (base rows of a data
-set plus an all-zero column u, `dpbench.audit.canaries`) and checks, independently of the fit's
-own arithmetic:
+set plus an all-zero column, `dpbench.audit.canaries`) with its feature space turned by a seeded
+random rotation (`dpbench.audit.rotation`: no column is all-zero, so a fit cannot tell it is
+tested, and the spare direction u is a random unit vector that no base row touches), observes every
+noisy step the fit reports and every gradient it evaluates through its model
+(`dpbench.models.access`), and checks, independently of the fit's own arithmetic:
 
 * **ledger**: a "valid" claim needs what every stored run is held to (`dpbench.privacy.claim_check`:
   a finite epsilon spent within the target, at the target's delta, and its mechanism stated: a
@@ -16,11 +19,11 @@ own arithmetic:
     norm against the ledger's sensitivity. These two are the run-time release check's rule
     (`dpbench.algorithms.release_check.compare`, on each run's tally), the one every stored run is
     held to;
-  - measured noise: no base record touches u, so on the base rows a released statistic along u is
+  - measured noise: no base record touches u, so on the base rows a released gradient sum along u is
     its noise alone, z_t = <released_t, u> / weight ~ N(0, s_t^2) with s_t the declared std; the
     99.9 % chi-square interval of sqrt(mean (z_t / s_t)^2) must reach 0.9 (less noise than declared
     is a mismatch; more is reported, not flagged);
-  - canary effect: with the canary (e_u, +1) added, z_t = b_t a_t + noise, where a_t is the
+  - canary effect: with the canary (u, +1) added, z_t = b_t a_t + noise, where a_t is the
     canary's gradient along u clipped to the declared clip norm at the step's iterate (what the
     release says one record can contribute) and b_t ~ Bernoulli(q) its membership of the batch.
     The least-squares slope sum z_t a_t / sum a_t^2 estimates q; one more than 4 standard errors
@@ -32,6 +35,10 @@ own arithmetic:
     means the reported releases are not what trained the model;
   - recomputed epsilon: the epsilon of the steps as observed (T counted, z and q as each step
     declared them) at the target delta, within 1 % of the target;
+  - steps taken, sampling scheme, serial dependence (`dpbench.audit.stream_checks`): rows whose
+    gradients were evaluated at iterates no reported step declares, against the rows the steps
+    sample; the batch sizes and the canary's inclusions against Poisson sampling at the declared
+    rate; the noise along u between the steps of a run against independence;
 * **audit** (`trials` > 0): the all-updates audit with the gradient canary (its recommended
   parameters set by role, e.g. the clip norm, `Recipe.roles`), or the final-model audit for an
   algorithm that reports no steps. A lower bound above the claim is a mismatch (a proof, at 95 %
