@@ -4,8 +4,9 @@ calls, `dpbench.models.access`, or the order of the noise).
 
 Each check reads the recorders of verify's runs (`verify.StreamRecorder`: the steps' declared
 numbers, z_t = <released_t, u> / weight and s_t the declared std, and `access`, the rows of every
-gradient call the fit made through its model) and adds one finding. Each statistical test runs at
-level `CHECK_LEVEL` (two-sided where either direction is a mismatch).
+gradient call the fit made through its model) and adds one finding. Each check keeps the false-alarm
+level `CHECK_LEVEL` (two-sided where either direction is a mismatch; the four sub-tests of the
+sampling scheme at CHECK_LEVEL / 4 each, Bonferroni).
 
 * **steps taken**: rows evaluated by the model's gradient methods at iterates that no reported step
   declares (its `Release.theta`, matched by value, `dpbench.models.access.digest`), R_h, summed over
@@ -53,10 +54,13 @@ CHECK_LEVEL = 1e-3
 STEPS_SD, STEPS_FACTOR = 4.0, 1.10
 #: batch rate off the declared rate by more than this fraction (and significant): a mismatch
 RATE_SLACK = 0.10
+#: sub-tests of the sampling-scheme check (batch rate and dispersion, canary sum and dispersion), each
+#: at CHECK_LEVEL / SAMPLING_TESTS so that the check as a whole keeps CHECK_LEVEL (Bonferroni)
+SAMPLING_TESTS = 4
 #: the fewest gradient calls for the batch tests, the fewest canary runs for its dispersion test
 MIN_CALLS, MIN_CANARY_RUNS = 50, 20
 #: simulated draws of the canary-dispersion statistic's null distribution, and their seed
-CANARY_DRAWS, CANARY_SEED = 20000, 20231
+CANARY_DRAWS, CANARY_SEED = 20000, 20231  # the smallest two-sided p: 2 / 20001 < CHECK_LEVEL / 4
 #: lags of the portmanteau test, and the fewest lag-1 pairs it wants
 LAGS, MIN_PAIRS = 5, 50
 
@@ -130,7 +134,8 @@ def check_sampling(recorders: Sequence[Any], canary_recorders: Sequence[Any], in
     z = (float(b.sum()) - expected) / math.sqrt(var)
     p_rate = 2 * stats.norm.sf(abs(z))
     seen.append(f"batches {ratio:.3f} x the declared q n (p = {p_rate:.2g})")
-    if p_rate < CHECK_LEVEL and abs(ratio - 1) > RATE_SLACK:
+    level = CHECK_LEVEL / SAMPLING_TESTS
+    if p_rate < level and abs(ratio - 1) > RATE_SLACK:
         found.append(f"batches {ratio:.3f} x the declared rate q = {q.mean():.4g} times n (p = {p_rate:.2g}): "
                      "sampled at another rate than declared")
     qhat = np.clip(q * ratio, 1e-12, 1 - 1e-12)
@@ -138,15 +143,15 @@ def check_sampling(recorders: Sequence[Any], canary_recorders: Sequence[Any], in
     df = len(b) - 1
     p_disp = _two_sided(stats.chi2.cdf(chi, df), stats.chi2.sf(chi, df))
     seen.append(f"index of dispersion {chi / df:.3f} over {len(b)} batches (p = {p_disp:.2g})")
-    if p_disp < CHECK_LEVEL:
+    if p_disp < level:
         found.append(f"index of dispersion of the batch sizes {chi / df:.3f} over {len(b)} batches (p = {p_disp:.2g}; "
                      "1 under Poisson sampling): batch sizes do not vary as Poisson sampling at q makes them"
                      + (": shuffled or fixed-size batches?" if chi < df else ""))
-    _canary_inclusions(canary_recorders, found, seen)
+    _canary_inclusions(canary_recorders, found, seen, level)
     into.add("sampling scheme", "mismatch" if found else "ok", "; ".join(found or seen))
 
 
-def _canary_inclusions(recorders: Sequence[Any], found: list[str], seen: list[str]) -> None:
+def _canary_inclusions(recorders: Sequence[Any], found: list[str], seen: list[str], level: float) -> None:
     runs = [r for r in recorders if len(r.access.hits) == len(r.access.sizes)]
     if len(runs) < MIN_CANARY_RUNS:
         seen.append(f"canary inclusions not tested ({len(runs)} runs with the canary, fewer than {MIN_CANARY_RUNS})")
@@ -167,7 +172,7 @@ def _canary_inclusions(recorders: Sequence[Any], found: list[str], seen: list[st
              f"p = {p_sum:.2g}), dispersion {stat / len(T):.3f} across runs (p = {p_disp:.2g})")
     seen.append(shown)
     ratio = float(c.sum()) / float(np.sum(T * q))
-    if (p_sum < CHECK_LEVEL and abs(ratio - 1) > RATE_SLACK) or p_disp < CHECK_LEVEL:
+    if (p_sum < level and abs(ratio - 1) > RATE_SLACK) or p_disp < level:
         found.append(shown + (": included once per epoch rather than Poisson?" if stat < len(T) else
                               ": not included as Poisson sampling at q includes it"))
 
