@@ -159,7 +159,7 @@ def _canary_inclusions(recorders: Sequence[Any], found: list[str], seen: list[st
     c = np.array([sum(r.access.hits) for r in runs], dtype=float)
     T = np.array([r.steps for r in runs], dtype=np.int64)
     q = np.array([r.declared[0][1] for r in runs], dtype=float)
-    if not np.all(q == q[0]):
+    if not np.allclose(q, q[0], rtol=1e-9, atol=0.0):
         seen.append("canary inclusions not tested (the runs declare different rates)")
         return
     p_sum = stats.binomtest(int(c.sum()), int(T.sum()), float(q[0])).pvalue
@@ -189,8 +189,8 @@ def check_serial_dependence(recorders: Sequence[Any], into: Any) -> None:
     pairs = sum(max(len(e) - 1, 0) for e in runs)
     scale = float(np.mean(np.concatenate(runs) ** 2)) if runs else 0.0
     if pairs < MIN_PAIRS or scale == 0:
-        into.add("serial dependence", "skipped", "fewer than {MIN_PAIRS} pairs of consecutive noisy gradient steps, or "
-                 "no noise along the spare direction".replace("{MIN_PAIRS}", str(MIN_PAIRS)))
+        into.add("serial dependence", "skipped", f"fewer than {MIN_PAIRS} pairs of consecutive noisy gradient steps, "
+                                                 "or no noise along the spare direction")
         return
     lags = min(LAGS, max(len(e) for e in runs) - 1)
     rho, q_stat = [], 0.0
