@@ -121,3 +121,12 @@ def test_dp_adam_built_from_the_public_sgd_blocks_reports_its_steps_and_is_consi
     assert statuses["steps"] == statuses["measured noise"] == statuses["iterates follow releases"] == "ok"
     assert result.params["clip_norm"] == 0.1  # the gradient canary's clip norm, set through role="clip_norm"
     assert result.verdict == "consistent", result.verdict
+
+
+def test_power_counts_the_verifications_that_find_a_mismatch(data_dir):
+    from dpbench.audit.verify_power import power
+
+    caught = power(PLUGIN, params={"bug": "shuffle"}, reps=2, data_dir=str(data_dir))
+    assert caught.detections == caught.reps == 2 and caught.by_check == {"sampling scheme": 2}
+    honest = power(PLUGIN, params={"bug": "honest"}, reps=1, data_dir=str(data_dir))
+    assert (honest.detections, honest.reps, honest.by_check) == (0, 1, {})
