@@ -22,7 +22,8 @@ noisy step the fit reports and every gradient it evaluates through its model
   - measured noise: no base record touches u, so on the base rows a released gradient sum along u is
     its noise alone, z_t = <released_t, u> / weight ~ N(0, s_t^2) with s_t the declared std; the
     99.9 % chi-square interval of sqrt(mean (z_t / s_t)^2) must reach 0.9 (less noise than declared
-    is a mismatch; more is reported, not flagged);
+    is a mismatch; more is reported, not flagged: a noisy statistic that is not linear in the
+    records, such as a coordinate-wise robust mean, has some signal along the turned u too);
   - canary effect: with the canary (u, +1) added, z_t = b_t a_t + noise, where a_t is the
     canary's gradient along u clipped to the declared clip norm at the step's iterate (what the
     release says one record can contribute) and b_t ~ Bernoulli(q) its membership of the batch.
