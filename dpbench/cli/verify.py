@@ -15,7 +15,8 @@ MARKS = {"ok": "ok", "mismatch": "MISMATCH", "suspect": "SUSPECT", "skipped": "-
 @click.command()
 @click.argument("algorithm")
 @click.option("--dataset", default="breast_cancer", show_default=True,
-              help="dataset of the base rows (its training split, plus an all-zero column)")
+              help="dataset of the base rows (its training split, plus an all-zero column, the feature space then "
+                   "turned by a random rotation)")
 @click.option("--model", default="logreg", show_default=True, help="model (see `dpbench list models`)")
 @click.option("--eps", "epsilon", default=1.0, show_default=True, type=Checked(POSITIVE), help="target epsilon")
 @click.option("--delta", default=1e-5, show_default=True, type=Checked(DELTA), help="target delta")
@@ -40,14 +41,17 @@ def verify(algorithm, dataset, model, epsilon, delta, params, runs, canary_steps
     """Check what ALGORITHM does against what it claims: a built-in name or a plugin reference
     (path/to/file.py:fit or package.module:fit; its code runs).
 
-    Runs it on the base rows of --dataset plus an all-zero column that no record touches, and
-    checks: the ledger's own numbers (a "valid" needs a finite epsilon within the target, at the
+    Runs it on the base rows of --dataset plus an all-zero column, the feature space turned by a
+    random rotation (so no column is all-zero and the spare direction, which no record touches, is
+    random), and checks: the ledger's own numbers (a "valid" needs a finite epsilon within the target, at the
     target's delta, recomputed by dpbench's accountants from the noise multiplier, sampling rate
     and steps where the ledger states them); for an algorithm that reports its noisy steps, the
     steps counted against the ledger, the declared noise and rate against the ledger, the noise
     measured along the untouched column against the declared one, the effect of one canary record
     against what the declared rate and clip norm allow, whether the iterates follow the reported
-    releases, and the epsilon of the steps as observed; then an audit (--trials), whose lower bound
+    releases, the epsilon of the steps as observed, gradients evaluated at iterates no reported
+    step declares, the batch sizes and the canary's inclusions against Poisson sampling at the
+    declared rate, and the noise's independence between steps; then an audit (--trials), whose lower bound
     above the claim refutes it and whose estimate above the claim is a warning.
 
     Prints one line per check and the verdict: `consistent`, `mismatch: ...` or `suspect: ...`.

@@ -26,6 +26,11 @@ CAUGHT_BY = {
     "mean_noise": {"measured noise"},
     "other_delta": {"ledger", "recomputed epsilon"},
     "lying_stream": {"iterates follow releases"},
+    "reused_noise": {"serial dependence"},
+    "shuffle": {"sampling scheme"},
+    "hidden_steps": {"steps taken"},
+    "zero_column": {"measured noise"},
+    "rate_135": {"sampling scheme"},
 }
 
 
@@ -51,7 +56,8 @@ def test_the_honest_plugin_passes_every_check_with_the_clip_norm_its_role_recomm
     assert result.params["clip_norm"] == 0.1  # gradient_canary recommends it for the role clip_norm
     statuses = {f.check: f.status for f in result.findings}
     assert statuses == {"ledger": "ok", "steps": "ok", "declared noise": "ok", "recomputed epsilon": "ok",
-                        "measured noise": "ok", "canary effect": "ok", "iterates follow releases": "ok"}
+                        "measured noise": "ok", "canary effect": "ok", "iterates follow releases": "ok",
+                        "steps taken": "ok", "sampling scheme": "ok", "serial dependence": "ok"}
     assert result.verdict == "consistent" and result.exit_code == 0
 
 
@@ -115,3 +121,12 @@ def test_dp_adam_built_from_the_public_sgd_blocks_reports_its_steps_and_is_consi
     assert statuses["steps"] == statuses["measured noise"] == statuses["iterates follow releases"] == "ok"
     assert result.params["clip_norm"] == 0.1  # the gradient canary's clip norm, set through role="clip_norm"
     assert result.verdict == "consistent", result.verdict
+
+
+def test_power_counts_the_verifications_that_find_a_mismatch(data_dir):
+    from dpbench.audit.verify_power import power
+
+    caught = power(PLUGIN, params={"bug": "shuffle"}, reps=2, data_dir=str(data_dir))
+    assert caught.detections == caught.reps == 2 and caught.by_check == {"sampling scheme": 2}
+    honest = power(PLUGIN, params={"bug": "honest"}, reps=1, data_dir=str(data_dir))
+    assert (honest.detections, honest.reps, honest.by_check) == (0, 1, {})
