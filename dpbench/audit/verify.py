@@ -69,6 +69,7 @@ from dpbench.core.keys import seed_from
 from dpbench.core.ledger import Ledger
 from dpbench.models.access import Access, digest, recording
 from dpbench.privacy import claim_check, events
+from dpbench.run import plugin_records
 
 #: relative slack of a recomputed epsilon over the target: the accountants' discretisation (PLD
 #: pessimistic estimates are within ~0.3 % of the exact value, docs/accounting.md)
@@ -199,6 +200,7 @@ class _Runs:
     recorders: list[StreamRecorder]
     ledgers: list[Ledger]
     finals_u: list[float]
+    dropped: set[str] = field(default_factory=set)  # fields of the fits' ledgers and traces outside the schema
 
 
 def _run_side(info, game: Game, canary: bool, runs: int, epsilon: float, delta: float, params: dict,
@@ -227,6 +229,7 @@ def _run_side(info, game: Game, canary: bool, runs: int, epsilon: float, delta: 
             fit = info.fit(problem, target, rng, **params)
         out.recorders.append(recorder)
         out.ledgers.append(Ledger.from_dict(fit.privacy))
+        out.dropped.update(_outside_schema(out.ledgers[-1], fit.trace))
         out.finals_u.append(float(np.asarray(fit.theta, dtype=float) @ u))
         i += 1
     return out
@@ -388,16 +391,53 @@ def verify(setup: AuditSetup, *, runs: int = 8, trials: int = 0, data_dir: str |
     params = dict(resolved.params)
     base = _run_side(info, game, False, runs, epsilon, delta, params, setup.seed, BASE_STEPS, BASE_MAX_RUNS)
     check_ledger(base.ledgers[0], epsilon, delta, out)
+    if info.mechanism_owner == "plugin":  # dpbench's own mechanisms write dpbench's own records
+        check_records(base, out)
     if info.updates and any(r.steps for r in base.recorders):
         with_canary = _run_side(info, game, True, runs, epsilon, delta, params, setup.seed, canary_steps,
                                 CANARY_MAX_RUNS)
         check_stream(base, with_canary, epsilon, delta, out)
     else:
-        out.add("steps", "skipped", f"{setup.algorithm} reports no noisy steps (final model only): the stream "
-                                    "checks do not apply; the final-model audit does")
+        _silent_composition(base, out, setup.algorithm)
     if trials:
         _audit(setup, info.updates, trials, data_dir, results, jobs, progress, out)
     return out
+
+
+def _outside_schema(ledger: Ledger, trace: list) -> list[str]:
+    """The fields of a fit's ledger and trace that dpbench's schema of stored records drops
+    (`dpbench.run.plugin_records`: anything but scalars, steps and iterates)."""
+    kept, dropped = plugin_records.schema_trace(trace)
+    reduced = plugin_records.schema_ledger(ledger)
+    return [d for d in str(reduced.details.get(plugin_records.DROPPED) or "").split(", ") if d] + dropped
+
+
+def check_records(base: _Runs, into: Verification) -> None:
+    """What the fit returns besides its parameters (its ledger, its trace) holds only scalars, steps and
+    iterates: any other field (an array, a list, a long text) may carry training rows, so it is a
+    mismatch, and dpbench never stores it (`dpbench.run.plugin_records`)."""
+    if base.dropped:
+        into.add("records", "mismatch", f"the fit's ledger or trace carries {', '.join(sorted(base.dropped))}: "
+                                        "fields outside dpbench's schema of scalars, which may hold training rows "
+                                        "(dropped from every stored record)")
+    else:
+        into.add("records", "ok", "ledger and trace hold scalars, steps and iterates only")
+
+
+def _silent_composition(base: _Runs, into: Verification, name: str) -> None:
+    """An algorithm that reports no step: a ledger composing more than one noisy step is a mismatch
+    (nothing dpbench saw holds it: `release_check.composed_steps`), with the rows its fits evaluated
+    gradients on; one mechanism (output perturbation, ...) leaves the stream checks to the audit."""
+    ledger = base.ledgers[0]
+    composed = release_check.composed_steps(ledger)
+    rows = sum(r.access.rows for r in base.recorders)
+    if ledger.claim == "valid" and composed > 1:
+        into.add("steps", "mismatch", f"the ledger composes {composed} noisy steps and none was reported "
+                                      f"(the model's gradients evaluated on {rows} rows over {len(base.recorders)} "
+                                      "runs): nothing dpbench can observe holds the claim")
+        return
+    into.add("steps", "skipped", f"{name} reports no noisy steps (final model only): the stream checks do not "
+                                 "apply; the final-model audit does")
 
 
 def _audit(setup: AuditSetup, updates: bool, trials: int, data_dir, results, jobs: int, progress: bool,

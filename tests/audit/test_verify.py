@@ -51,13 +51,29 @@ def test_each_bug_is_a_mismatch_of_the_check_made_for_it(bug, data_dir):
     assert result.verdict.startswith("mismatch: ") and all(check in result.verdict for check in CAUGHT_BY[bug])
 
 
+OWNED = str(Path(__file__).with_name("buggy_owned.py"))
+#: the plugins of buggy_owned.py -> the checks that must report a mismatch
+OWNED_CAUGHT_BY = {"quiet": {"steps"}, "leak": {"records"}, "shifted": {"sampling scheme"}}
+
+
+@pytest.mark.parametrize("plugin", sorted(OWNED_CAUGHT_BY))
+def test_each_owned_loop_bug_is_a_mismatch_of_its_check(plugin, data_dir):
+    reference = plugins.resolve(f"{OWNED}:{plugin}")
+    setup = AuditSetup.create(plugins.load(reference).name, plugin=reference, plugin_digest=plugins.fingerprint(reference),
+                              dataset="breast_cancer", epsilon=1.0, delta=1e-5, canary="gradient_canary", trials=4)
+    result = verify_mod.verify(setup, data_dir=str(data_dir))
+    failed = {f.check for f in result.findings if f.status == "mismatch"}
+    assert OWNED_CAUGHT_BY[plugin] <= failed, (plugin, [(f.check, f.status, f.detail) for f in result.findings])
+    assert result.exit_code == 1
+
+
 def test_the_honest_plugin_passes_every_check_with_the_clip_norm_its_role_recommends(data_dir):
     result = verify_mod.verify(_setup("honest"), data_dir=str(data_dir))
     assert result.params["clip_norm"] == 0.1  # gradient_canary recommends it for the role clip_norm
     statuses = {f.check: f.status for f in result.findings}
     assert statuses == {"ledger": "ok", "steps": "ok", "declared noise": "ok", "recomputed epsilon": "ok",
                         "measured noise": "ok", "canary effect": "ok", "iterates follow releases": "ok",
-                        "steps taken": "ok", "sampling scheme": "ok", "serial dependence": "ok"}
+                        "steps taken": "ok", "sampling scheme": "ok", "serial dependence": "ok", "records": "ok"}
     assert result.verdict == "consistent" and result.exit_code == 0
 
 
