@@ -51,7 +51,8 @@ def test_the_honest_plugin_passes_every_check_with_the_clip_norm_its_role_recomm
     assert result.params["clip_norm"] == 0.1  # gradient_canary recommends it for the role clip_norm
     statuses = {f.check: f.status for f in result.findings}
     assert statuses == {"ledger": "ok", "steps": "ok", "declared noise": "ok", "recomputed epsilon": "ok",
-                        "measured noise": "ok", "canary effect": "ok", "iterates follow releases": "ok"}
+                        "measured noise": "ok", "canary effect": "ok", "iterates follow releases": "ok",
+                        "sensitivity": "ok"}
     assert result.verdict == "consistent" and result.exit_code == 0
 
 
