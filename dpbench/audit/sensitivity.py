@@ -283,5 +283,5 @@ def sensitivity_power(setup, reps: int = 50, *, data_dir: str | None = None, lev
                  seconds=(time.perf_counter() - started) / max(reps, 1))
 
 
-__all__ = ["CANARY_SCALE", "Effect", "MAX_FITS", "MIRRORED_SUM", "Power", "TARGET_RATE", "check", "measure", "mirrored_game",
-           "sensitivity_power"]
+__all__ = ["CANARY_SCALE", "Effect", "MAX_FITS", "MIRRORED_SUM", "Power", "TARGET_RATE", "check", "measure",
+           "mirrored_game", "sensitivity_power"]
