@@ -11,7 +11,8 @@ are logistic-regression records on one feature u (the model's only parameter):
   -A sigmoid(-A theta_u) e_u has norm at least A / 2 >> C, so per-example clipping gives it exactly -C;
 * n "mirrored" rows x_b = -a e_u, label +1, gradient a sigmoid(a theta_u) e_u, each far below C
   (never clipped), with a chosen so that the expected sum over a Poisson batch, M = q n a
-  sigmoid(a theta_u), is MIRRORED_SUM * C at the start.
+  sigmoid(a theta_u), is MIRRORED_SUM * C at the start (or as close as a row allows there: at
+  theta_u = -L one row's gradient is at most 0.28 / L).
 
 Honest per-example clipping: the canary moves a step's sum along u by exactly its clipped gradient
 (-C) when sampled. Clipping the batch's sum instead: without the canary the clipped sum is the
@@ -23,10 +24,12 @@ does not look). The game's size is chosen for a sampling rate near TARGET_RATE (
 B the expected batch a probe fit declares), which makes each step show the canary's effect best.
 
 The fits start at theta_u = -L (a public start, `Game.theta0`), L START_SPREADS times the spread
-of the iterate along u over the probe fit (and at least 10 / A, where the canary's gradient is
-0.99 A), so that theta_u stays below 0 and the canary clipped; the canary's contribution
-a_t = <clip_C(grad l(theta_t; x_c)), u> is computed at each step's iterate anyway (a step where it
-is not clipped counts for what it is). The statistic (one run of the check) is the least-squares slope of
+of the iterate along u over a probe fit in the game itself (started at -10 / A), and at least
+10 / A, where the canary's gradient is 0.99 A, so that theta_u stays below 0 and the canary
+clipped on most steps; a deeper start would cap the mirrored rows (0.28 / L each). The canary's
+contribution a_t = <clip_C(grad l(theta_t; x_c)), u> is computed at each step's iterate anyway (a
+step where it is not clipped counts for what it is). The statistic (one run of the check) is the
+least-squares slope of
 
     D_t = z_t - q m_t,   z_t = <released_t, u> / weight,   m_t = n <clip_C(grad l(theta_t; x_b)), u>,
 
@@ -39,8 +42,10 @@ q(1-q)(n c_t^2 + a_t^2). A ratio above `factor` (1.25) and more than the one-sid
 by ~x times the declared clip norm". Fits run until the standard error resolves 1.25 at that level
 (resolution (factor - 1) / quantile) or until MAX_FITS.
 
-A release whose base rows contribute less along u than their declared clipped gradients (a mean of
-normalised gradients, say) also shows a larger ratio: that release is not the one it declares.
+The slope has no intercept: a release whose base rows contribute less along u than their declared
+clipped gradients also shows a larger ratio (a mean of normalised gradients, say: that release is
+not the one it declares; under sum clipping, the mirrored sum clipped when above C, which
+MIRRORED_SUM = 1 keeps rare: the ratio of sum clipping is then about 2, not more).
 """
 
 from __future__ import annotations
@@ -57,15 +62,15 @@ from dpbench.audit.canaries import Game
 from dpbench.audit.whitebox import contribution
 from dpbench.core.keys import seed_from
 
-#: the canary's feature value in units of the declared clip norm (its gradient stays clipped while
-#: A theta_u < -log(1 / (CANARY_SCALE - 1)), i.e. at any theta_u <= 0)
+#: the canary's feature value A in units of the declared clip norm (its gradient, norm
+#: A sigmoid(-A theta_u), is clipped while theta_u <= log(CANARY_SCALE - 1) / A, at any theta_u <= 0)
 CANARY_SCALE = 1e3
 #: expected sum of the mirrored rows' gradients over a Poisson batch, in units of the clip norm
 MIRRORED_SUM = 1.0
 #: the sampling rate the game's size aims at (n = expected batch / TARGET_RATE)
 TARGET_RATE = 0.5
-#: the start theta_u = -START_SPREADS x (spread of the probe's iterate along u over one fit)
-START_SPREADS = 4.0
+#: the start theta_u = -START_SPREADS x (spread of the iterate along u over a probe fit in the game)
+START_SPREADS = 1.5
 #: most fits with the canary (each small: n rows of one feature)
 MAX_FITS = 4000
 #: fewest steps before the standard error is trusted to stop
@@ -161,29 +166,26 @@ def _mirrored_value(target: float, depth: float) -> float:
 def mirrored_game(model, rows: int, clip_norm: float, batch: float, start: float) -> Game:
     """The game of the module docstring: `rows` mirrored rows (-a e_u, +1) whose expected batch sum
     (`batch` rows sampled) is MIRRORED_SUM * clip_norm at theta_u = `start`, the canary
-    (CANARY_SCALE * clip_norm e_u, +1), fits starting at theta_u = `start`; `model` has one feature."""
+    (CANARY_SCALE * clip_norm e_u, +1), fits starting at theta_u = `start` (`model`, of one feature,
+    has its init set to it)."""
     target = MIRRORED_SUM * clip_norm / max(batch, 1e-12)  # per row: a sigmoid(a start)
     a = _mirrored_value(target, -start)
     canary = np.array([CANARY_SCALE * clip_norm])
+    origin = np.array([start])
+    model.init = lambda rng: origin.copy()  # the public start of every fit
     return Game(X=np.full((rows, 1), -a), y=np.ones(rows), canary_x=canary, canary_y=1.0, model=model,
                 score=lambda theta: float(np.asarray(theta, dtype=float)[0]), theta0=np.array([start]),
                 direction=np.array([1.0]),
                 description=f"{rows} rows (-{a:.3g}, +1); canary ({canary[0]:.3g}, +1); start theta_u = {start:.3g}")
 
 
-def _probe(info, game: Game, target, params: dict, seed: int) -> tuple[float, float | None, float, list[Release]]:
-    """(declared rate, clip norm, expected batch, releases) of one fit on the verify game's base rows."""
-    from dpbench import algorithms
-
+def _probe(info, problem, target, params: dict, seed: int, tag: str) -> list[Release]:
+    """The gradient-sum releases of one fit (the probes of `measure`)."""
     seen: list[Release] = []
-    rng = np.random.default_rng(np.random.SeedSequence(seed_from("verify-sensitivity-probe", seed)))
+    rng = np.random.default_rng(np.random.SeedSequence(seed_from("verify-sensitivity-probe", tag, seed)))
     with observing(seen.append):
-        info.fit(algorithms.Problem(model=game.model, X=game.X, y=game.y), target, rng, **params)
-    steps = [r for r in seen if r.kind == "gradient_sum"]
-    if not steps:
-        return 0.0, None, 0.0, seen
-    rate, clip = float(steps[0].rate), steps[0].clip_norm
-    return rate, clip, rate * game.X.shape[0], steps
+        info.fit(problem, target, rng, **params)
+    return [r for r in seen if r.kind == "gradient_sum"]
 
 
 def _spread(steps: list[Release], u: np.ndarray) -> float:
@@ -193,28 +195,40 @@ def _spread(steps: list[Release], u: np.ndarray) -> float:
     return float(np.std(moves) * math.sqrt(len(along))) if len(moves) > 1 else 0.0
 
 
+def _with_canary(game: Game):
+    from dpbench import algorithms
+
+    return algorithms.Problem(model=game.model, X=np.vstack([game.X, game.canary_x[None, :]]),
+                              y=np.concatenate([game.y, [game.canary_y]]))
+
+
 def measure(info, game: Game, params: dict, epsilon: float, delta: float, seed: int, *, level: float,
             factor: float, max_fits: int = MAX_FITS) -> Effect | str:
     """The canary's effect in the mirrored game (module docstring), or why it cannot be measured.
-    `game` is verify's spare-feature game (its model must be logistic regression; its size and a
-    probe fit on it give the expected batch, the declared clip norm and the iterate's spread)."""
+    `game` is verify's spare-feature game (its model must be logistic regression): a probe fit on
+    its base rows gives the declared clip norm and rate (so the expected batch); a probe fit in the
+    mirrored game started at -10 / A gives the iterate's spread there, from which the start."""
     from dpbench import algorithms, models
 
     if getattr(game.model, "name", "") != "logreg":
         return f"the game is built for the logistic loss; model {getattr(game.model, 'name', '?')} is not logreg"
     target = algorithms.PrivacyTarget(epsilon=epsilon, delta=delta)
-    rate, clip, batch, probe = _probe(info, game, target, params, seed)
-    if clip is None:
-        return "the steps declare no clip norm: one record's effect is not bounded by the release"
-    u = np.asarray(game.direction, dtype=float)
     n0 = int(game.X.shape[0])
+    probe = _probe(info, algorithms.Problem(model=game.model, X=game.X, y=game.y), target, params, seed, "base")
+    if not probe or probe[0].clip_norm is None:
+        return "the steps declare no clip norm: one record's effect is not bounded by the release"
+    rate, clip = float(probe[0].rate), float(probe[0].clip_norm)
+    batch = rate * n0
     rows = n0 if rate >= 1.0 else int(min(n0, max(4, round(batch / TARGET_RATE))))
-    start = -max(START_SPREADS * _spread(probe, u), 10.0 / (CANARY_SCALE * clip))  # canary gradient >= 0.99 A
-    model = models.make("logreg", 1, **{"l2": game.model.l2})
-    sgame = mirrored_game(model, rows, float(clip), min(batch, rows), start)
-    sgame.model.init = lambda rng, _start=sgame.theta0: _start.copy()
-    problem = algorithms.Problem(model=sgame.model, X=np.vstack([sgame.X, sgame.canary_x[None, :]]),
-                                 y=np.concatenate([sgame.y, [sgame.canary_y]]))
+    floor = 10.0 / (CANARY_SCALE * clip)  # theta_u <= -floor: the canary's gradient is >= 0.99 A
+
+    def game_from(start: float) -> Game:
+        return mirrored_game(models.make("logreg", 1, l2=game.model.l2), rows, clip, min(batch, rows), start)
+
+    u = np.array([1.0])
+    spread = _spread(_probe(info, _with_canary(game_from(-floor)), target, params, seed, "mirrored"), u)
+    sgame = game_from(-max(START_SPREADS * spread, floor))
+    problem = _with_canary(sgame)
     resolution = (factor - 1.0) / stats.norm.ppf(1.0 - level)
     seen = _Steps()
     fits = 0
