@@ -70,3 +70,15 @@ def test_median_clipping_passes_at_verify_own_clip_norm(data_dir):
     assert result.params["clip_norm"] == 0.1 and result.verdict == "consistent", result.verdict
     at_one = verify_mod.verify(_setup("median", clip_norm=1.0), data_dir=str(data_dir), sensitivity=False)
     assert _finding(at_one, "measured noise").status == "mismatch", at_one.verdict
+
+
+def test_the_game_says_why_it_does_not_apply(data_dir):
+    from dpbench import algorithms
+    from dpbench.audit.trials import build_game
+
+    ridge = AuditSetup.create("dpsgd", dataset="breast_cancer", model="ridge", epsilon=1.0, delta=1e-5,
+                              canary="gradient_canary", trials=4)
+    resolved, game = build_game(ridge, data_dir=str(data_dir))
+    status, detail = sensitivity.check(algorithms.get("dpsgd"), game, dict(resolved.params), 1.0, 1e-5, 0,
+                                       level=1e-3, factor=1.25)
+    assert status == "skipped" and "not logreg" in detail
