@@ -60,6 +60,7 @@ from scipy import stats
 
 from dpbench.algorithms import release_check
 from dpbench.algorithms.releases import Release, Tally, observing, tallying
+from dpbench.audit import sensitivity as sensitivity_game
 from dpbench.audit.canaries import Game
 from dpbench.audit.rotation import rotated
 from dpbench.audit.setup import AuditError, AuditSetup
@@ -362,13 +363,14 @@ BASE_STEPS, BASE_MAX_RUNS = 1000, 200
 
 def verify(setup: AuditSetup, *, runs: int = 8, trials: int = 0, data_dir: str | None = None,
            results: str | Path = "results", jobs: int = 1, progress: bool = False,
-           canary_steps: int = CANARY_STEPS) -> Verification:
+           canary_steps: int = CANARY_STEPS, sensitivity: bool = True) -> Verification:
     """Every check of the module docstring for the algorithm of `setup` (its dataset, model,
     epsilon, delta and parameters; the canary recipe must have a spare coordinate). `runs` fits on
     the base rows for the ledger, noise and iterate checks (more until BASE_STEPS noisy steps are seen,
     at most BASE_MAX_RUNS); fits with the canary until
     `canary_steps` noisy steps are seen (at most CANARY_MAX_RUNS); with `trials` > 0 the audit too
-    (stored under RESULTS/.cache/audits like `dpbench audit`)."""
+    (stored under RESULTS/.cache/audits like `dpbench audit`); with `sensitivity`, the worst-case
+    sensitivity game (`dpbench.audit.sensitivity`) for an algorithm whose steps are gradient sums."""
     from dpbench import algorithms
     from dpbench.audit.trials import build_game
 
@@ -397,6 +399,10 @@ def verify(setup: AuditSetup, *, runs: int = 8, trials: int = 0, data_dir: str |
         with_canary = _run_side(info, game, True, runs, epsilon, delta, params, setup.seed, canary_steps,
                                 CANARY_MAX_RUNS)
         check_stream(base, with_canary, epsilon, delta, out)
+        # the worst-case sensitivity game: its own rows and canary (dpbench.audit.sensitivity)
+        if sensitivity and all(r.kinds == {"gradient_sum"} for r in base.recorders):
+            out.add("sensitivity", *sensitivity_game.check(info, game, params, epsilon, delta, setup.seed,
+                                                           level=CHECK_LEVEL, factor=EFFECT_FACTOR))
     else:
         _silent_composition(base, out, setup.algorithm)
     if trials:

@@ -73,7 +73,8 @@ def test_the_honest_plugin_passes_every_check_with_the_clip_norm_its_role_recomm
     statuses = {f.check: f.status for f in result.findings}
     assert statuses == {"ledger": "ok", "steps": "ok", "declared noise": "ok", "recomputed epsilon": "ok",
                         "measured noise": "ok", "canary effect": "ok", "iterates follow releases": "ok",
-                        "steps taken": "ok", "sampling scheme": "ok", "serial dependence": "ok", "records": "ok"}
+                        "steps taken": "ok", "sampling scheme": "ok", "serial dependence": "ok", "records": "ok",
+                        "sensitivity": "ok"}
     assert result.verdict == "consistent" and result.exit_code == 0
 
 
