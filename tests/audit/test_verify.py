@@ -144,6 +144,6 @@ def test_power_counts_the_verifications_that_find_a_mismatch(data_dir):
     from dpbench.audit.verify_power import power
 
     caught = power(PLUGIN, params={"bug": "shuffle"}, reps=2, data_dir=str(data_dir))
-    assert caught.detections == caught.reps == 2 and caught.by_check == {"sampling scheme": 2}
+    assert caught.detections == caught.reps == 2 and caught.by_check["sampling scheme"] == 2
     honest = power(PLUGIN, params={"bug": "honest"}, reps=1, data_dir=str(data_dir))
     assert (honest.detections, honest.reps, honest.by_check) == (0, 1, {})
