@@ -1,6 +1,6 @@
 """The worst-case sensitivity game of `dpbench verify` (dpbench.audit.sensitivity): one record's
 effect on the releases against the declared clip norm. Honest DP-SGD (the plugin of
-tests/audit/buggy_clipping.py, the built-in) is within it; clipping the batch's sum is not."""
+examples/red_team/buggy_clipping.py, the built-in) is within it; clipping the batch's sum is not."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from dpbench.audit import verify as verify_mod
 from dpbench.audit.setup import AuditSetup
 from dpbench.run import plugins
 
-PLUGIN = str(Path(__file__).with_name("buggy_clipping.py")) + ":fit"
+PLUGIN = str(Path(__file__).resolve().parents[2] / "examples" / "red_team" / "buggy_clipping.py") + ":fit"
 
 
 def _setup(clipping: str, **params) -> AuditSetup:

@@ -1,4 +1,4 @@
-"""`dpbench verify`: each deliberate bug of tests/audit/buggy_dpsgd.py is caught by the check made
+"""`dpbench verify`: each deliberate bug of examples/red_team/buggy_dpsgd.py is caught by the check made
 for it, the honest plugins (buggy_dpsgd.py without a bug, the DP-Adam of examples/my_algorithm) and
 the built-in DP-SGD are consistent, and the exit codes say so."""
 
@@ -14,7 +14,8 @@ from dpbench.audit.setup import AuditSetup
 from dpbench.cli.main import main
 from dpbench.run import plugins
 
-PLUGIN = str(Path(__file__).with_name("buggy_dpsgd.py")) + ":fit"
+RED_TEAM = Path(__file__).resolve().parents[2] / "examples" / "red_team"
+PLUGIN = str(RED_TEAM / "buggy_dpsgd.py") + ":fit"
 
 #: bug -> the checks that must report a mismatch (every other check may pass)
 CAUGHT_BY = {
@@ -51,7 +52,7 @@ def test_each_bug_is_a_mismatch_of_the_check_made_for_it(bug, data_dir):
     assert result.verdict.startswith("mismatch: ") and all(check in result.verdict for check in CAUGHT_BY[bug])
 
 
-OWNED = str(Path(__file__).with_name("buggy_owned.py"))
+OWNED = str(RED_TEAM / "buggy_owned.py")
 #: the plugins of buggy_owned.py -> the checks that must report a mismatch
 OWNED_CAUGHT_BY = {"quiet": {"steps"}, "leak": {"records"}, "shifted": {"sampling scheme"}}
 

@@ -1,5 +1,5 @@
 """The label the runner stores for a plugin (dpbench/run/plugin_records.py, release_check.composed_steps):
-the bugs of tests/audit/buggy_owned.py that no black-box check sees in the run itself are `declared`,
+the bugs of examples/red_team/buggy_owned.py that no black-box check sees in the run itself are `declared`,
 never `valid`, and the rows they write are not stored; the example on the privatiser path is `valid`."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dpbench.run.cells import CellContext, run_cell
 from dpbench.spec.experiment import load
 from tests.conftest import REPO
 
-OWNED = Path(__file__).resolve().parents[1] / "audit" / "buggy_owned.py"
+OWNED = REPO / "examples" / "red_team" / "buggy_owned.py"
 EXAMPLE = REPO / "examples" / "my_algorithm" / "my_method.py"
 
 

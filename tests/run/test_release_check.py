@@ -1,6 +1,6 @@
 """The run-time release check (`dpbench.run.cells`, `dpbench.algorithms.release_check`): every fit the
 runner runs is tallied and its declared steps compared with its ledger. The bugs of
-tests/audit/buggy_dpsgd.py whose stream tells the truth (`declare: actual`, or twice the steps) turn
+examples/red_team/buggy_dpsgd.py whose stream tells the truth (`declare: actual`, or twice the steps) turn
 "valid" into "paper-only"; the honest plugin, which owns its loop, is stored "declared" (the release
 check consistent), and the built-ins stay as they claim, single and batched."""
 
@@ -16,7 +16,7 @@ from dpbench.run import plugins
 from dpbench.run.cells import CellContext, batch_key, run_cell, run_cells
 from dpbench.spec.experiment import load
 
-PLUGIN = Path(__file__).resolve().parents[1] / "audit" / "buggy_dpsgd.py"
+PLUGIN = Path(__file__).resolve().parents[2] / "examples" / "red_team" / "buggy_dpsgd.py"
 
 
 @pytest.fixture(autouse=True)

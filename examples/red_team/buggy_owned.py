@@ -1,6 +1,6 @@
 """DP-SGD plugins that own their loop, each with one bug of a kind found in real DP code (`bug=`), for
 the tests of the run's label and of `dpbench verify`. Each claims "valid" with DP-SGD's ledger for the
-target (epsilon, delta); tests/audit/buggy_dpsgd.py holds the bugs of the same loop with `updates=True`.
+target (epsilon, delta); buggy_dpsgd.py (beside this file) holds the bugs of the same loop with `updates=True`.
 
   quiet (algorithm `quiet_dpsgd`, updates=False): a quarter of DP-SGD's noise and no step reported;
       the ledger composes T steps (true epsilon ~13 at a nominal 1 on Breast Cancer).
