@@ -15,6 +15,7 @@ def run_spec(spec: str, *, profile: str, max_settings: int, all_epsilons: bool, 
     from dpbench.audit import verify as verify_mod
     from dpbench.audit.setup import AuditError
     from dpbench.cli.options import load_spec
+    from dpbench.experiment import verified
     from dpbench.experiment.verify_plan import plan
 
     exp = load_spec(spec, profile)
@@ -24,7 +25,7 @@ def run_spec(spec: str, *, profile: str, max_settings: int, all_epsilons: bool, 
     click.echo(f"{exp.name} [{exp.profile}]: {len(rows)} verifications at the spec's settings "
                f"(delta as the spec, seed {exp.seed}){'' if trials else '; no audit (--trials 0)'}")
     header = ("algorithm", "setting", "dataset", "model", "epsilon", "verdict")
-    lines, details, worst = [], [], "consistent"
+    lines, details, worst, found = [], [], "consistent", []
     for row in rows:
         eps = "-" if row.epsilon is None else f"{row.epsilon:g}"
         if row.setup is None:
@@ -44,12 +45,18 @@ def run_spec(spec: str, *, profile: str, max_settings: int, all_epsilons: bool, 
                     details.append(f"{row.algorithm} [{row.setting}] on {row.dataset} ({row.model}), epsilon {eps}: "
                                    f"{result.verdict}")
                 worst = max(worst, result.status, key=ORDER.index)
+                found.append({"label": row.algorithm, "params": dict(row.setup.params), "dataset_label": row.dataset,
+                              "model_label": row.model, "epsilon": row.epsilon,
+                              "plugin_digest": row.setup.plugin_digest or "", "status": result.status,
+                              "checks": ", ".join(failed) if result.status != "consistent" else ""})
         lines.append((row.algorithm, row.setting, row.dataset, row.model, eps, verdict))
     widths = [max(len(str(x[i])) for x in [header, *lines]) for i in range(len(header) - 1)]
     for line in [header, *lines]:
         click.echo("  ".join(str(v).ljust(w) for v, w in zip(line, widths)) + "  " + line[-1])
     for detail in details:
         click.echo(detail)
+    if found:  # the labels of the runs verified read the verdicts (dpbench.experiment.verified)
+        click.echo(f"written: {verified.write(exp, results, found)}")
     click.echo(f"worst verdict: {worst}")
     return verify_mod.EXIT_CODES[worst]
 

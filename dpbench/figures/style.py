@@ -114,7 +114,9 @@ def claim_status(line: pd.DataFrame) -> tuple[str, bool, str]:
     if kind == "paper-only":
         return style, filled and not among, "ε claimed by the paper only" + (f", {among}" if among else "")
     if kind == "declared":
-        return style, filled, "ε declared by the algorithm, not dpbench's mechanism" + (f", {among}" if among else "")
+        checked = next((f"; verify {v}" for v in ("mismatch", "suspect", "consistent") if f"verify {v}" in text), "")
+        return style, filled, ("ε declared by the algorithm, not dpbench's mechanism" + checked
+                               + (f", {among}" if among else ""))
     parts = [among] if among else []
     if "private selection not accounted" in text:
         parts.append("private selection not accounted")
