@@ -73,6 +73,13 @@ class AlgorithmInfo(Declared):
     convex_only: bool = False  # its privacy proof needs a convex loss
     source: str = BUILT_IN  # or the plugin reference it was loaded from (dpbench.run.plugins)
     updates: bool = False  # its fits report every noisy step (`dpbench.algorithms.releases`)
+    privatised: bool = False  # its privacy is dpbench's own mechanism (`dpbench.algorithms.privatiser`)
+
+    @property
+    def mechanism_owner(self) -> str:
+        """Whose code runs the mechanism: "dpbench" (a built-in, or a plugin on the privatiser path)
+        or "plugin" (a plugin that owns its loop: its claim is at most "declared")."""
+        return "dpbench" if self.source == BUILT_IN or self.privatised else "plugin"
 
     @property
     def fit_many(self) -> "FitManyFunction | None":
@@ -103,19 +110,22 @@ REGISTRY: Registry[AlgorithmInfo] = Registry("algorithm", builtins="dpbench.algo
 
 
 def algorithm(name: str, *, title: str, citation: str, private: bool, convex_only: bool = False,
-              updates: bool = False, register: bool = True) -> Callable[[FitFunction], FitFunction]:
+              updates: bool = False, register: bool = True,
+              runs: Callable[[FitFunction], FitFunction] | None = None) -> Callable[[FitFunction], FitFunction]:
     """Declare `fit(problem, privacy, rng, *, <annotated hyperparameters>) -> Fit` as algorithm `name`.
 
     The hyperparameters are the fit's keyword-only arguments, each `Annotated[type, Param(...)]`
     with its default (`dpbench.core.registry.params_of`). updates=True says that the fit reports every
     noisy step it takes (`dpbench.algorithms.releases.release`), so it can be audited with the
-    adversary that sees all updates. The fit gets `fit.dpbench_component` (its AlgorithmInfo) and
-    is registered unless register=False.
+    adversary that sees all updates. `runs` (set by `dpbench.algorithms.privatiser.privatised_algorithm`,
+    not by hand): the wrapper whose result the runner calls instead of `fit` itself, for a fit on the
+    privatiser path (AlgorithmInfo.privatised). The fit gets `fit.dpbench_component` (its
+    AlgorithmInfo) and is registered unless register=False.
     """
     def declare(fit: FitFunction) -> FitFunction:
-        info = AlgorithmInfo(name=name, title=title, citation=citation, private=private, fit=fit,
-                             params=params_of(fit), convex_only=convex_only, source=current_source(),
-                             updates=updates)
+        info = AlgorithmInfo(name=name, title=title, citation=citation, private=private,
+                             fit=fit if runs is None else runs(fit), params=params_of(fit), convex_only=convex_only,
+                             source=current_source(), updates=updates, privatised=runs is not None)
         fit.dpbench_component = info  # type: ignore[attr-defined]
         if register:
             REGISTRY.register(info)
@@ -209,7 +219,7 @@ def ledger(
 ) -> Ledger:
     """The privacy ledger of a fit (`dpbench.core.ledger.Ledger`): the named fields, and the
     mechanism's own numbers as `details`. epsilon_spent maps accountant name -> epsilon that the
-    code computed for the noise it actually used; claim is valid, none or paper-only (Ledger).
+    code computed for the noise it actually used; claim is valid, declared, none or paper-only (Ledger).
     A "valid" claim states what was released as `event` (the stored form of a dp-accounting
     DpEvent, `dpbench.privacy.events`: dpbench recomputes epsilon from it) or, for a guarantee no
     accountant here evaluates, the theorem it rests on (`proof`, its reference); with neither it is not kept valid."""

@@ -64,6 +64,10 @@ Choices (the paper is silent or we deviate on purpose; all recorded in the ledge
   as paper 000 does, but the ledger claim is "none" (its proof needs convexity:
   docs/methods/conventions.md, The MLP); the AlgorithmInfo also sets convex_only so the cell runner
   downgrades any claim on a non-convex model.
+
+Not on the privatiser path: its noise is one draw on the final model, calibrated from a sensitivity
+that holds by a theorem on the permutation-based SGD's contraction (convex, smooth, bounded rows), which
+no privatiser mechanism states; the run keeps the ledger and release checks (`not checked`: no steps).
 """
 
 from __future__ import annotations

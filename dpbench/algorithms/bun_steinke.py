@@ -84,6 +84,10 @@ for the sorts alone). With the default trim m = 1 the extremes are a column min,
 instead (no transposed copy, no partition): ridge on Adult (27,134 x 105, T = 50) takes 0.57 s per
 fit against 1.4 s with the partition, half of it in per_example_grads. Memory: the (B, p) matrix
 is refused above MAX_U_FLOATS (2 GiB).
+
+Not on the privatiser path: each step releases a trimmed-mean estimate whose sensitivity comes from
+the estimator's analysis (a `noisy_statistic`), not from per-record clipping; the steps are reported
+and held to the ledger by the release check.
 """
 
 from __future__ import annotations

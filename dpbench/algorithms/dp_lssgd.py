@@ -23,6 +23,9 @@ Choices:
 * `smoothing` sigma = 0 skips the FFT (A_0 = I exactly), so the run is DP-SGD with the same
   random draws (`sgd.run_sgd` with the smoothing as its `transform`; that runs on the numpy path,
   so it equals DP-SGD's compiled loop to ~1e-12 rather than bit for bit).
+
+Mechanism owner: dpbench, through DP-SGD's `fit_noisy_sgd` (the privatiser's `noisy_sgd`), the smoothing
+being its `transform`: the same path a privatised plugin takes.
 """
 
 from __future__ import annotations

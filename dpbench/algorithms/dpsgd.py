@@ -16,6 +16,9 @@ actually buys, and the claim is "valid" only if it is within the target.
 Choices where the papers are silent: Poisson sampling (the analysed mechanism, not shuffled
 lots), final iterate returned, constant step size unless `lr_schedule` says otherwise, no
 projection unless `radius` is set, theta_0 from the model's init.
+
+Mechanism owner: dpbench. `fit_noisy_sgd` is the code the privatiser's `noisy_sgd` runs for a privatised
+plugin (`dpbench.algorithms.privatiser`), so DP-SGD and a plugin on that path share one mechanism.
 """
 
 from __future__ import annotations

@@ -81,6 +81,10 @@ C = `clip_norm`, default model.lipschitz, else 1.0; clipping bounds the sensitiv
 model, so the claim holds for the MLP too. `lr` default 1.0 (1/beta_s would be 4 for
 logreg; tune it); `radius` default none (no projection). The clipped sum comes from
 ``model.clipped_grad_sum`` (no n x p matrix).
+
+Not on the privatiser path: BST14 samples with replacement and rests on its own theorem (not
+a dp-accounting event), and DP-GD's calibration and batched twins are its own; both clip per
+example in every step and report every step, which the release check holds to the ledger.
 """
 
 from __future__ import annotations
@@ -203,7 +207,7 @@ def bst14_core(
     clip_norm C. Sampling one example uniformly *with replacement* is reported as inclusion
     probability rate = 1/n per step (a given record is the step's example with probability 1/n;
     the batch always has exactly one example, it is not Poisson). The released vector is only
-    built while somebody observes (`releases.observed()`); it draws nothing. Unobserved, the steps
+    built while somebody observes (`releases._observed()`); it draws nothing. Unobserved, the steps
     are reported in bulk after the loop (`releases.released_steps`, for a tally).
     """
     model, X, y, n = problem.model, problem.X, problem.y, problem.n
@@ -218,7 +222,7 @@ def bst14_core(
     fast = plain_glm(model)
     l2 = model.l2
     C = float(clip_norm)
-    observe = releases.observed()  # build the released vectors only for a listener
+    observe = releases._observed()  # build the released vectors only for a listener
     rate = 1.0 / n  # with-replacement single-example sampling, reported as inclusion probability 1/n per step
     trace: list[dict] = []
     done = 0

@@ -43,6 +43,9 @@ absorbs a diverging factor; and with shared noise an intercept absorbs z at the 
 weights a deterministic function of the data (epsilon = infinity at convergence). The per-example
 reading has about sqrt(n) too little noise. On the MLP the premises (G-Lipschitz, strongly convex or
 PL) do not hold either.
+
+Not on the privatiser path: the noise is added to the data before a non-private descent, a design
+whose claim does not hold (`paper-only` always); nothing is reported, nothing is claimed valid.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ non-convex model (the MLP) L* is only an estimate: the best of `restarts` L-BFGS
 random initialisations (curves.py further takes the minimum with every trained model's loss
 so reported gaps are >= 0). Cost (measured, Adult, d = 105, one BLAS thread): logreg 0.3 s;
 MLP about 0.1 s per L-BFGS iteration (53 s for 500), so `maxiter` bounds the MLP's L* budget.
+
+Not private: nothing to privatise.
 """
 
 from __future__ import annotations

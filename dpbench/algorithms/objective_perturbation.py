@@ -77,6 +77,10 @@ from model.init(rng) (zeros for linear models), then Newton steps with backtrack
 (Hessian = model.hessian + (Delta/n) I) while p <= 2000, until ||grad J|| <= 1e-12. For a non-convex
 model, L-BFGS-B from model.init(rng) with `maxiter` iterations (default 200) -- a local minimiser
 at best. The final ||grad J|| is recorded as `solver_grad_norm`.
+
+Not on the privatiser path: the noise enters the objective and the guarantee needs the exact
+minimiser of a convex GLM (KST12's theorem), which no privatiser mechanism states; the run keeps the
+ledger check and the `solver_grad_norm` condition.
 """
 
 from __future__ import annotations

@@ -53,6 +53,10 @@ Choices (the sources leave them open; all recorded in the ledger):
   beta_s = 1/4 (the logistic loss's) so the method can be plotted as paper 003 does; claim "none"
   (non-convex GD is not contractive; docs/methods/conventions.md, The MLP), and `convex_only` in
   AlgorithmInfo.
+
+Not on the privatiser path: one Gaussian draw on the final iterate, whose sensitivity holds by the
+contraction of full-batch GD on a convex, smooth loss (ZZMW17), a theorem no privatiser mechanism states;
+the run keeps the ledger and release checks (`not checked`: no steps).
 """
 
 from __future__ import annotations

@@ -134,6 +134,10 @@ bound 2 eps1 = eps1 + ln kappa with kappa = e^eps1), the gradient at the round's
 factor 2 follow the paper. The proof puts H at theta~ while line 4 (followed here) puts it at
 theta^(g); Remark 5 adds zeta, `damping: floor` floors the eigenvalues instead (both offered);
 `noise_free_fraction` is 1 - k/n in the paper's notation (Thm 6).
+
+Not on the privatiser path: the paper's mechanism (noise-free steps, a Hessian-based perturbation)
+is reproduced as written, and its claim does not hold (`paper-only` always); its steps, the noise-free
+ones included, are reported and held to the ledger by the release check.
 """
 
 from __future__ import annotations
@@ -694,7 +698,7 @@ def run_pidp(problem: Problem, rng: np.random.Generator, *, steps: int, rounds: 
 
     `compiled`: None runs lines 11-14 in the compiled loops of `kernels` where they exist
     (`kernels.jit_enabled()`), False forces the numpy `_step_function` (same draws, same result
-    to ~1e-12). While somebody observes the releases (`releases.observed()`) the numpy path runs
+    to ~1e-12). While somebody observes the releases (`releases._observed()`) the numpy path runs
     whatever `compiled` says: the compiled loops cannot report steps. Unobserved, no step is reported
     one by one and all are reported in bulk after the loop (`releases.released_steps`, for a tally).
 
@@ -708,7 +712,7 @@ def run_pidp(problem: Problem, rng: np.random.Generator, *, steps: int, rounds: 
     nothing. The contributions c_t of lines 7-8 (sigma_c) are not reported: they are not released,
     only the step's noisy/noise-free decision they drive is (visible in noise_std).
     """
-    observe = releases.observed()
+    observe = releases._observed()
     use_compiled = not observe and (kernels.jit_enabled() if compiled is None else compiled)
     model, X, y, n = problem.model, problem.X, problem.y, problem.n
     X = np.ascontiguousarray(X, dtype=float)

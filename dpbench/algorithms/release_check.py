@@ -167,8 +167,10 @@ def mismatches(steps: Tally | Mapping[Declared, int], ledger: Ledger) -> list[st
 
 
 def with_release_check(ledger: Ledger, steps: Tally | Mapping[Declared, int] | None) -> Ledger:
-    """The ledger with the check's `text` in its details (`DETAIL`) and, on a mismatch, a "valid"
-    claim turned "paper-only" with the reason ("dpbench's release check: ..."); unchanged for None
+    """The ledger with the check's `text` in its details (`DETAIL`); on a mismatch, a "valid" claim
+    turned "paper-only" with the reason ("dpbench's release check: ..."); a "valid" whose ledger
+    composes more than one noisy step (`composed_steps`) while the fit reported none turned
+    "declared" ("not checked" is never the strongest word for a composition); unchanged for None
     (nothing was tallied)."""
     if steps is None:
         return ledger
@@ -176,7 +178,37 @@ def with_release_check(ledger: Ledger, steps: Tally | Mapping[Declared, int] | N
     out = ledger.with_details(**{DETAIL: result.text})
     if result.status == "mismatch" and out.claim == "valid":
         out = out.with_claim("paper-only", "dpbench's release check: " + "; ".join(result.problems))
+    composed = composed_steps(ledger)
+    if result.status == "not checked" and composed > 1 and out.claim == "valid":
+        out = out.with_claim("declared", f"dpbench's release check: the ledger composes {composed} noisy steps and "
+                                         "the algorithm reported none, so nothing dpbench saw holds the claim")
     return out
+
+
+def composed_steps(ledger: Ledger) -> int:
+    """How many noisy mechanisms the ledger's event composes (a `SelfComposedDpEvent`'s count, the
+    events of a `ComposedDpEvent`, recursively; 1 for a single mechanism), else its `steps` where it
+    states a noise multiplier; 0 when it states neither."""
+    event = ledger.event
+    if isinstance(event, Mapping):
+        return _event_count(event)
+    stated = ledger.as_dict()
+    if stated.get("noise_multiplier") is not None and stated.get("steps") is not None:
+        return int(stated["steps"])
+    return 0
+
+
+def _event_count(event: Mapping) -> int:
+    kind = event.get("type")
+    if kind == "SelfComposedDpEvent":
+        return int(event.get("count", 1)) * _event_count(event.get("event") or {})
+    if kind == "ComposedDpEvent":
+        return sum(_event_count(e) for e in event.get("events") or [] if isinstance(e, Mapping))
+    if kind in ("PoissonSampledDpEvent", "SampledWithReplacementDpEvent", "SampledWithoutReplacementDpEvent"):
+        return _event_count(event.get("event") or {})
+    if kind in ("NoOpDpEvent", None):
+        return 0
+    return 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -273,5 +305,5 @@ def _clip(declared: dict[Declared, int], ledger: Ledger, stated: dict) -> Compar
     return Comparison("clip", "ok", f"clip {_values(clips)}")
 
 
-__all__ = ["ASPECTS", "DETAIL", "RATE_TOL", "REL_TOL", "Comparison", "ReleaseCheck", "check", "compare",
+__all__ = ["ASPECTS", "DETAIL", "RATE_TOL", "REL_TOL", "Comparison", "ReleaseCheck", "check", "compare", "composed_steps",
            "mismatches", "noise_multipliers", "sampling_rate", "sensitivity_factor", "with_release_check"]

@@ -22,10 +22,10 @@ run as one vectorised fit.
 The tally. Besides an observer, a `Tally` may listen (`tallying()`): it keeps only how many steps
 were declared with each (kind, noise_std, rate, clip_norm, weight), a dictionary increment per
 step, and never touches the arrays. The runner tallies every fit and compares the tally with the
-fit's ledger (`release_check`). A tally is not an observer: `observed()` stays False while only a
-tally listens, so a loop keeps its compiled path, which cannot call `release` per step; such a
+fit's ledger (`release_check`). A tally is not an observer: dpbench's own loops (`_observed()`,
+theirs only) see nobody while only a tally listens, so a loop keeps its compiled path, which cannot call `release` per step; such a
 path reports its steps in bulk after the loop (`released_steps`), which only a tally reads. A loop
-that calls `release` only while `observed()` reports in bulk otherwise: every step is counted once.
+that calls `release` only while observed reports in bulk otherwise: every step is counted once.
 
 Replicas. A release whose arrays have a leading axis of R rows counts one step for each of
 replicas 0..R-1 of the fit; `released_steps` takes a per-replica noise std ((R,) array) or a
@@ -160,9 +160,10 @@ _OBSERVER: ContextVar[Callable[[Release], None] | None] = ContextVar("dpbench_re
 _TALLY: ContextVar[Tally | None] = ContextVar("dpbench_release_tally", default=None)
 
 
-def observed() -> bool:
-    """True while somebody observes (a loop may then skip a compiled path that cannot report steps);
-    a tally alone is not an observer."""
+def _observed() -> bool:
+    """True while somebody observes (dpbench's own loops then skip a compiled path that cannot report
+    steps); a tally alone is not an observer. dpbench's own loops only; not part of the plugin API:
+    nothing public tells a plugin that it is being watched (what `dpbench verify` relies on)."""
     return _OBSERVER.get() is not None
 
 
@@ -187,7 +188,7 @@ def release(step: int, theta: np.ndarray, released: np.ndarray, noise_std: float
 def released_steps(count: int, noise_std: float | np.ndarray, *, rate: float = 1.0, clip_norm: float | None = None,
                    weight: float = 1.0, kind: str = "gradient_sum", replicas: int | None = None) -> None:
     """Report in bulk `count` steps that were not reported one by one (a compiled loop, or a loop
-    that calls `release` only while `observed()`), each declared as `release` would declare it.
+    that calls `release` only while observed), each declared as `release` would declare it.
 
     Only a tally reads this (an observer needs each step's arrays: a loop runs its reporting path
     while observed). `noise_std` may be an (R,) array, one std per replica (replica r of a batched
@@ -266,5 +267,5 @@ def not_tallied() -> Iterator[None]:
         _TALLY.reset(token)
 
 
-__all__ = ["KINDS", "Declared", "Release", "Tally", "not_tallied", "observed", "observing", "release",
+__all__ = ["KINDS", "Declared", "Release", "Tally", "not_tallied", "observing", "release",
            "released_steps", "replicas_from", "tallying"]

@@ -86,6 +86,10 @@ sigma = 0.215) and the zCDP round trip. The direct closed form of E phi is not s
 in that module (|phi| <= 2sqrt2/2 misprint, beta_m = log vs 2 log(1/delta') between Alg. 4 and Lemma
 3, beta used for two things); [S4] does not describe the accounting of its minibatch variant (the
 choice above: n -> B, no amplification).
+
+Not on the privatiser path: each step releases a robust mean estimate of the gradients whose
+sensitivity comes from the estimator's analysis (a `noisy_statistic`), not from per-record clipping;
+the steps are reported and held to the ledger by the release check.
 """
 
 from __future__ import annotations

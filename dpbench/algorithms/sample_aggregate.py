@@ -77,6 +77,10 @@ under load): m = 1000 takes 2.3-3.0 s per fit (the 1000 solves), m = 100 0.3 s. 
 [S4] §6 calls poor practical performance: at m = 1000, eps = 1, S = 6.8 (~ 2 Lambda e^{-beta k_max},
 the smoothing reaches past the data), gamma = 0.041, noise std 167 per coordinate (||w - w*|| ~ 770);
 at eps = 10, std 7.9.
+
+Not on the privatiser path: the noise is calibrated to the smooth sensitivity of an aggregate
+(Nissim, Raskhodnikova & Smith 2007), which depends on the data through a bound no privatiser
+mechanism states; each condition of its theorem is checked at run time (`paper-only` otherwise).
 """
 
 from __future__ import annotations

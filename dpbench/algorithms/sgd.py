@@ -161,7 +161,7 @@ def run_sgd(
     loss = kernels.glm_loss_code(model)
     if compiled is None:
         compiled = kernels.jit_enabled()
-    compiled = compiled and not releases.observed()  # the compiled loop cannot report its steps
+    compiled = compiled and not releases._observed()  # the compiled loop cannot report its steps
     fast = compiled and loss is not None and transform is None and q < 1.0
     if fast:
         X = np.ascontiguousarray(X, dtype=np.float64)

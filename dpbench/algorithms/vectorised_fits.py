@@ -183,7 +183,7 @@ def one_at_a_time(fit: FitFunction, problem: Problem, privacy: PrivacyTarget,
                   rngs: Sequence[np.random.Generator], hyper: dict[str, Any]) -> list[Fit]:
     """The fallback: `fit(problem, privacy, rng, **hyper)` for each rng, releases stacked per step
     (unobserved: each fit's steps tallied as its replica's, `releases.replicas_from`)."""
-    if not releases.observed():
+    if not releases._observed():
         return _one_by_one([(privacy, rng, hyper) for rng in rngs], fit, problem)
     fits, groups = [], []
     for rng in rngs:
@@ -332,7 +332,7 @@ def _run_block(data: _Data, Theta: np.ndarray, rngs: Sequence[np.random.Generato
     B, m = Theta.shape
     model, n = data.model, data.n
     sampled = rule.rate < 1.0
-    observe = releases.observed()
+    observe = releases._observed()
     if observe and B and np.any(rule.release_noise_std != rule.release_noise_std[0]):
         raise RuntimeError("replicas with different noise stds cannot report their steps as one release")
     release_std = float(rule.release_noise_std[0]) if B else 0.0
@@ -374,7 +374,7 @@ def run_many(problem: Problem, rngs: Sequence[np.random.Generator], rule: StepRu
     per_replica = ((k_max * ((data.n + 7) // 8) if rule.rate < 1.0 else 0)  # bytes of drawn masks and noise
                    + (min(NOISE_STEPS, k_max) * Theta.shape[1] * 8 if rule.noisy else 0))
     block = R if per_replica == 0 else max(1, min(R, DRAW_BYTES // per_replica))
-    observe = releases.observed()
+    observe = releases._observed()
     if block >= R:
         Theta = _run_block(data, Theta, rngs, rule)
     else:
@@ -490,7 +490,7 @@ def _batch(fit: FitFunction, loop: Loop, problem: Problem, privacies: Sequence[P
     hypers = batch_hyperparameters(fit, params)
     if not rngs:
         return []
-    if not (_applies(problem, hypers[0]) and pays(problem, hypers[0])) or releases.observed():
+    if not (_applies(problem, hypers[0]) and pays(problem, hypers[0])) or releases._observed():
         return _one_by_one(list(zip(privacies, rngs, hypers)), fit, problem)
     return loop(problem, privacies, rngs, hypers)
 
@@ -539,7 +539,7 @@ def _bst14_block(problem: Problem, plan: Bst14Plan, rngs: Sequence[np.random.Gen
     C, l2, sigma = float(plan.G), model.l2, plan.sigma
     r2 = None if plan.radius is None else float(plan.radius) ** 2
     chunk = bst14_chunk(p)
-    observe = releases.observed()
+    observe = releases._observed()
     done = 0
     while done < plan.steps_run:
         k = min(chunk, plan.steps_run - done)
@@ -594,7 +594,7 @@ def fit_noisy_sgd_bst14_many(problem: Problem, privacy: PrivacyTarget, rngs: Seq
     per_replica = min(bst14_chunk(problem.model.n_params), plan.steps_run) * problem.model.n_params * 8
     block = max(1, min(len(rngs), DRAW_BYTES // max(per_replica, 1)))
     Theta = np.empty((len(rngs), problem.model.n_params))
-    observe = releases.observed()
+    observe = releases._observed()
     groups: list[list[releases.Release]] = []
     for a in range(0, len(rngs), block):
         b = min(len(rngs), a + block)

@@ -28,6 +28,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from dpbench.algorithms.privatiser import DETAIL as PRIVATISER
 from dpbench.privacy import claim_check
 from dpbench.run.metrics import DEFAULT_SELECTION, METRICS, SELECTION_METRICS
 
@@ -52,6 +53,8 @@ def runs_table(records: list[dict]) -> pd.DataFrame:
         row.update(r["metrics"])
         # "valid" checked; dp_check: why dpbench's own checks (read time, or the runner's) turned a claim
         row["dp_claim"], row["dp_check"] = claim_check.stored_check(privacy, r.get("epsilon"), r.get("delta"))
+        if r.get("plugin") and not privacy.get(PRIVATISER) and row["dp_claim"] == "valid":  # stored before the rule
+            row["dp_claim"] = "declared"  # a plugin that owns its loop (run.plugin_records.owned_claim)
         row["weak_delta"] = bool(privacy.get("weak_delta"))
         row["claim_basis"] = claim_check.stored_basis(privacy) or ""
         row["scaling_data_dependent"] = _scaling_data_dependent(r, privacy)

@@ -2,8 +2,11 @@
 
 A fit's ledger says what it spent; nothing obliges it to be true (a plugin's least of all). This
 module runs the algorithm a few times on the spare-feature game of the audits (base rows of a data
-set plus an all-zero column u, `dpbench.audit.canaries`) and checks, independently of the fit's
-own arithmetic:
+set plus an all-zero column, `dpbench.audit.canaries`) with its feature space turned by a seeded
+random rotation (`dpbench.audit.rotation`: no column is all-zero, so a fit cannot tell it is
+tested, and the spare direction u is a random unit vector that no base row touches), observes every
+noisy step the fit reports and every gradient it evaluates through its model
+(`dpbench.models.access`), and checks, independently of the fit's own arithmetic:
 
 * **ledger**: a "valid" claim needs what every stored run is held to (`dpbench.privacy.claim_check`:
   a finite epsilon spent within the target, at the target's delta, and its mechanism stated: a
@@ -16,11 +19,12 @@ own arithmetic:
     norm against the ledger's sensitivity. These two are the run-time release check's rule
     (`dpbench.algorithms.release_check.compare`, on each run's tally), the one every stored run is
     held to;
-  - measured noise: no base record touches u, so on the base rows a released statistic along u is
+  - measured noise: no base record touches u, so on the base rows a released gradient sum along u is
     its noise alone, z_t = <released_t, u> / weight ~ N(0, s_t^2) with s_t the declared std; the
     99.9 % chi-square interval of sqrt(mean (z_t / s_t)^2) must reach 0.9 (less noise than declared
-    is a mismatch; more is reported, not flagged);
-  - canary effect: with the canary (e_u, +1) added, z_t = b_t a_t + noise, where a_t is the
+    is a mismatch; more is reported, not flagged: a noisy statistic that is not linear in the
+    records, such as a coordinate-wise robust mean, has some signal along the turned u too);
+  - canary effect: with the canary (u, +1) added, z_t = b_t a_t + noise, where a_t is the
     canary's gradient along u clipped to the declared clip norm at the step's iterate (what the
     release says one record can contribute) and b_t ~ Bernoulli(q) its membership of the batch.
     The least-squares slope sum z_t a_t / sum a_t^2 estimates q; one more than 4 standard errors
@@ -32,6 +36,10 @@ own arithmetic:
     means the reported releases are not what trained the model;
   - recomputed epsilon: the epsilon of the steps as observed (T counted, z and q as each step
     declared them) at the target delta, within 1 % of the target;
+  - steps taken, sampling scheme, serial dependence (`dpbench.audit.stream_checks`): rows whose
+    gradients were evaluated at iterates no reported step declares, against the rows the steps
+    sample; the batch sizes and the canary's inclusions against Poisson sampling at the declared
+    rate; the noise along u between the steps of a run against independence;
 * **audit** (`trials` > 0): the all-updates audit with the gradient canary (its recommended
   parameters set by role, e.g. the clip norm, `Recipe.roles`), or the final-model audit for an
   algorithm that reports no steps. A lower bound above the claim is a mismatch (a proof, at 95 %
@@ -52,18 +60,23 @@ from scipy import stats
 
 from dpbench.algorithms import release_check
 from dpbench.algorithms.releases import Release, Tally, observing, tallying
+from dpbench.audit import sensitivity as sensitivity_game
 from dpbench.audit.canaries import Game
+from dpbench.audit.rotation import rotated
 from dpbench.audit.setup import AuditError, AuditSetup
+from dpbench.audit.stream_checks import CHECK_LEVEL, check_sampling, check_serial_dependence, check_steps_taken
 from dpbench.audit.whitebox import contribution
 from dpbench.core.keys import seed_from
 from dpbench.core.ledger import Ledger
+from dpbench.models.access import Access, digest, recording
 from dpbench.privacy import claim_check, events
+from dpbench.run import plugin_records
 
 #: relative slack of a recomputed epsilon over the target: the accountants' discretisation (PLD
 #: pessimistic estimates are within ~0.3 % of the exact value, docs/accounting.md)
 RECOMPUTE_TOLERANCE = 0.01
-#: a check's false-alarm level (each statistical check of one run of `verify`)
-CHECK_LEVEL = 1e-3
+#: CHECK_LEVEL (from `dpbench.audit.stream_checks`): a check's false-alarm level (each statistical
+#: check of one run of `verify`)
 #: measured noise below this fraction of the declared std (upper end of its interval) is a mismatch
 NOISE_FLOOR = 0.9
 #: a canary-effect slope this many standard errors and this factor above the declared rate is a mismatch
@@ -151,8 +164,10 @@ class StreamRecorder:
     """Records what one fit's noisy steps show along the spare direction u (module docstring); its
     `tally` (filled by `_run_side`'s `tallying`) holds what the steps declared."""
 
-    def __init__(self, game: Game, canary: bool):
-        self.game, self.canary = game, canary
+    def __init__(self, game: Game, canary: bool, n: int = 0):
+        self.game, self.canary, self.n = game, canary, int(n)  # n: rows of the fit's problem
+        self.access = Access()  # the fit's gradient calls (`_run_side`'s `recording`)
+        self.iterates: set[int] = set()  # digests of the iterates the reported steps were taken at
         self.u = np.asarray(game.direction, dtype=float)
         self.steps = 0
         self.tally = Tally()
@@ -172,6 +187,7 @@ class StreamRecorder:
         self.z.append(float((released @ self.u)[0] / release.weight))
         self.s.append(float(release.noise_std))
         self.theta_u.append(float(theta[0] @ self.u))
+        self.iterates.add(digest(theta[0]))
         if self.canary:
             g = self.game
             self.a.append(float(contribution(g.model, theta[:1], g.canary_x, g.canary_y, release.clip_norm,
@@ -185,6 +201,7 @@ class _Runs:
     recorders: list[StreamRecorder]
     ledgers: list[Ledger]
     finals_u: list[float]
+    dropped: set[str] = field(default_factory=set)  # fields of the fits' ledgers and traces outside the schema
 
 
 def _run_side(info, game: Game, canary: bool, runs: int, epsilon: float, delta: float, params: dict,
@@ -202,13 +219,18 @@ def _run_side(info, game: Game, canary: bool, runs: int, epsilon: float, delta: 
     out = _Runs([], [], [])
     u = np.asarray(game.direction, dtype=float)
     i = 0
+
+    def marked(rows: np.ndarray) -> np.ndarray:  # the canary: the only row with a component along u
+        return np.abs(rows @ u) > 1e-6
+
     while i < runs or (sum(r.steps for r in out.recorders) < min_steps and i < max(runs, max_runs)):
         rng = np.random.default_rng(np.random.SeedSequence(seed_from("verify", seed, int(canary), i)))
-        recorder = StreamRecorder(game, canary)
-        with observing(recorder), tallying() as recorder.tally:
+        recorder = StreamRecorder(game, canary, len(y))
+        with observing(recorder), tallying() as recorder.tally, recording(marked, iterates=True) as recorder.access:
             fit = info.fit(problem, target, rng, **params)
         out.recorders.append(recorder)
         out.ledgers.append(Ledger.from_dict(fit.privacy))
+        out.dropped.update(_outside_schema(out.ledgers[-1], fit.trace))
         out.finals_u.append(float(np.asarray(fit.theta, dtype=float) @ u))
         i += 1
     return out
@@ -264,6 +286,9 @@ def check_stream(base: _Runs, with_canary: _Runs, epsilon: float, delta: float, 
     if gradient:
         _canary_effect(with_canary, into)
     _iterates_follow(base, into)
+    check_steps_taken(base.recorders + with_canary.recorders, into)
+    check_sampling(base.recorders, with_canary.recorders, into)
+    check_serial_dependence(base.recorders, into)
 
 
 def _measured_noise(base: _Runs, into: Verification) -> None:
@@ -278,7 +303,7 @@ def _measured_noise(base: _Runs, into: Verification) -> None:
     ratio = math.sqrt(stat / n)
     low = math.sqrt(stat / stats.chi2.ppf(1 - CHECK_LEVEL / 2, n))
     high = math.sqrt(stat / stats.chi2.ppf(CHECK_LEVEL / 2, n))
-    text = f"noise along the spare coordinate x{ratio:.3f} of the declared std [{low:.3f}, {high:.3f}] over {n} steps"
+    text = f"noise along the spare direction x{ratio:.3f} of the declared std [{low:.3f}, {high:.3f}] over {n} steps"
     into.add("measured noise", "mismatch" if high < NOISE_FLOOR else "ok", text)
 
 
@@ -310,7 +335,7 @@ def _iterates_follow(base: _Runs, into: Verification) -> None:
     moves, z = np.asarray(moves), np.asarray(z)
     if len(z) < 10 or np.std(z) == 0 or np.std(moves) == 0:
         into.add("iterates follow releases", "mismatch" if len(z) >= 10 and np.std(moves) == 0 else "skipped",
-                 "the iterate never moves along the spare coordinate while the releases do" if len(z) >= 10
+                 "the iterate never moves along the spare direction while the releases do" if len(z) >= 10
                  and np.std(moves) == 0 else "too few steps to tell")
         return
     r = float(np.corrcoef(moves, z)[0, 1])
@@ -320,7 +345,7 @@ def _iterates_follow(base: _Runs, into: Verification) -> None:
         math.tanh(math.atanh(max(min(r, 0.999999), -0.999999)) + half)
     follows = abs(r) >= FOLLOW_MIN and (low > 0 or high < 0)
     into.add("iterates follow releases", "ok" if follows else "mismatch",
-             f"correlation of the iterate's moves with the released statistic along the spare coordinate "
+             f"correlation of the iterate's moves with the released statistic along the spare direction "
              f"{r:.3f} [{low:.3f}, {high:.3f}] over {len(z)} steps"
              + ("" if follows else ": the reported releases are not what trains the model"))
 
@@ -338,17 +363,21 @@ BASE_STEPS, BASE_MAX_RUNS = 1000, 200
 
 def verify(setup: AuditSetup, *, runs: int = 8, trials: int = 0, data_dir: str | None = None,
            results: str | Path = "results", jobs: int = 1, progress: bool = False,
-           canary_steps: int = CANARY_STEPS) -> Verification:
+           canary_steps: int = CANARY_STEPS, sensitivity: bool = True) -> Verification:
     """Every check of the module docstring for the algorithm of `setup` (its dataset, model,
     epsilon, delta and parameters; the canary recipe must have a spare coordinate). `runs` fits on
     the base rows for the ledger, noise and iterate checks (more until BASE_STEPS noisy steps are seen,
     at most BASE_MAX_RUNS); fits with the canary until
     `canary_steps` noisy steps are seen (at most CANARY_MAX_RUNS); with `trials` > 0 the audit too
-    (stored under RESULTS/.cache/audits like `dpbench audit`)."""
+    (stored under RESULTS/.cache/audits like `dpbench audit`); with `sensitivity`, the worst-case
+    sensitivity game (`dpbench.audit.sensitivity`) for an algorithm whose steps are gradient sums."""
     from dpbench import algorithms
     from dpbench.audit.trials import build_game
 
     resolved, game = build_game(setup, data_dir=data_dir)
+    if game.direction is not None:  # no all-zero column for a fit to notice (`dpbench.audit.rotation`)
+        game, _ = rotated(game, np.random.default_rng(np.random.SeedSequence(seed_from("verify-rotation",
+                                                                                         setup.seed))))
     info = algorithms.get(setup.algorithm)
     out = Verification(algorithm=setup.algorithm, params=dict(resolved.params))
     if not info.private:
@@ -364,16 +393,57 @@ def verify(setup: AuditSetup, *, runs: int = 8, trials: int = 0, data_dir: str |
     params = dict(resolved.params)
     base = _run_side(info, game, False, runs, epsilon, delta, params, setup.seed, BASE_STEPS, BASE_MAX_RUNS)
     check_ledger(base.ledgers[0], epsilon, delta, out)
+    if info.mechanism_owner == "plugin":  # dpbench's own mechanisms write dpbench's own records
+        check_records(base, out)
     if info.updates and any(r.steps for r in base.recorders):
         with_canary = _run_side(info, game, True, runs, epsilon, delta, params, setup.seed, canary_steps,
                                 CANARY_MAX_RUNS)
         check_stream(base, with_canary, epsilon, delta, out)
+        # the worst-case sensitivity game: its own rows and canary (dpbench.audit.sensitivity)
+        if sensitivity and all(r.kinds == {"gradient_sum"} for r in base.recorders):
+            out.add("sensitivity", *sensitivity_game.check(info, game, params, epsilon, delta, setup.seed,
+                                                           level=CHECK_LEVEL, factor=EFFECT_FACTOR))
     else:
-        out.add("steps", "skipped", f"{setup.algorithm} reports no noisy steps (final model only): the stream "
-                                    "checks do not apply; the final-model audit does")
+        _silent_composition(base, out, setup.algorithm)
     if trials:
         _audit(setup, info.updates, trials, data_dir, results, jobs, progress, out)
     return out
+
+
+def _outside_schema(ledger: Ledger, trace: list) -> list[str]:
+    """The fields of a fit's ledger and trace that dpbench's schema of stored records drops
+    (`dpbench.run.plugin_records`: anything but scalars, steps and iterates)."""
+    kept, dropped = plugin_records.schema_trace(trace)
+    reduced = plugin_records.schema_ledger(ledger)
+    return [d for d in str(reduced.details.get(plugin_records.DROPPED) or "").split(", ") if d] + dropped
+
+
+def check_records(base: _Runs, into: Verification) -> None:
+    """What the fit returns besides its parameters (its ledger, its trace) holds only scalars, steps and
+    iterates: any other field (an array, a list, a long text) may carry training rows, so it is a
+    mismatch, and dpbench never stores it (`dpbench.run.plugin_records`)."""
+    if base.dropped:
+        into.add("records", "mismatch", f"the fit's ledger or trace carries {', '.join(sorted(base.dropped))}: "
+                                        "fields outside dpbench's schema of scalars, which may hold training rows "
+                                        "(dropped from every stored record)")
+    else:
+        into.add("records", "ok", "ledger and trace hold scalars, steps and iterates only")
+
+
+def _silent_composition(base: _Runs, into: Verification, name: str) -> None:
+    """An algorithm that reports no step: a ledger composing more than one noisy step is a mismatch
+    (nothing dpbench saw holds it: `release_check.composed_steps`), with the rows its fits evaluated
+    gradients on; one mechanism (output perturbation, ...) leaves the stream checks to the audit."""
+    ledger = base.ledgers[0]
+    composed = release_check.composed_steps(ledger)
+    rows = sum(r.access.rows for r in base.recorders)
+    if ledger.claim == "valid" and composed > 1:
+        into.add("steps", "mismatch", f"the ledger composes {composed} noisy steps and none was reported "
+                                      f"(the model's gradients evaluated on {rows} rows over {len(base.recorders)} "
+                                      "runs): nothing dpbench can observe holds the claim")
+        return
+    into.add("steps", "skipped", f"{name} reports no noisy steps (final model only): the stream checks do not "
+                                 "apply; the final-model audit does")
 
 
 def _audit(setup: AuditSetup, updates: bool, trials: int, data_dir, results, jobs: int, progress: bool,

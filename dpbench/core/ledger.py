@@ -7,7 +7,10 @@ Ledger is also a read-only mapping over that flat form (`ledger["claim"]`, `ledg
 
 claim: "valid" -- the guarantee is proven for this model and the numbers are the accountant's;
 "paper-only" -- the paper claims epsilon but its proof does not hold (or the accountant does not
-certify it); "none" -- non-private, or no proof applies (then no epsilon is claimed).
+certify it); "declared" -- epsilon rests on the algorithm's own word where dpbench did not run
+or see the mechanism (a plugin's own loop, a sensitivity the plugin declares, a composition of noisy
+steps none of which was reported); "none" -- non-private, or no proof applies (then no epsilon is
+claimed).
 adjacency: the neighbour relation of the claim (what an audit must test); `spent_adjacency` the
 one `epsilon_spent` was computed under when it differs (PIDP-SGD: the paper claims replace-one,
 the accountant composes add/remove-one steps).
@@ -27,8 +30,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
-CLAIMS = ("valid", "none", "paper-only")
-Claim = Literal["valid", "none", "paper-only"]
+CLAIMS = ("valid", "declared", "none", "paper-only")
+Claim = Literal["valid", "declared", "none", "paper-only"]
 
 
 class Adjacency(str, enum.Enum):
@@ -83,7 +86,7 @@ class Ledger(Mapping[str, Any]):
 
     def __post_init__(self) -> None:
         if self.claim not in CLAIMS:
-            raise ValueError(f"claim must be valid, none or paper-only, got {self.claim!r}")
+            raise ValueError(f"claim must be one of {', '.join(CLAIMS)}, got {self.claim!r}")
         object.__setattr__(self, "adjacency", Adjacency.parse(self.adjacency))
         object.__setattr__(self, "spent_adjacency", Adjacency.parse(self.spent_adjacency))
         clash = set(self.details) & _NAMED

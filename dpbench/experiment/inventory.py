@@ -10,6 +10,7 @@ import pandas as pd
 
 from dpbench.analysis import curves as curves_mod
 from dpbench.core.store import ResultStore
+from dpbench.experiment import verified
 from dpbench.experiment.layout import experiment_root
 from dpbench.run.cells import RECORD_FIELDS, Cell
 from dpbench.spec.experiment import Experiment
@@ -32,7 +33,7 @@ def runs_and_selection(exp: Experiment, results: str | Path, records: list[dict]
     data_files: dict = {}
     for record in records:
         data_files.update(record.get("data_files") or {})
-    runs = curves_mod.runs_table(records)
+    runs = verified.annotate(curves_mod.runs_table(records), exp, results)
     return runs, curves_mod.selected_by_metric(runs, exp.metrics, exp.selection, exp.select_per,
                                                lost_draws(missing or [])), data_files
 

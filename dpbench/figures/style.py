@@ -38,7 +38,8 @@ PLAIN_AXIS_LABELS = {
 #: line style of a private algorithm's curve by what its guarantee covers (`claim_kind`): (line
 #: style, markers filled?); `paper-only` curves whose hyperparameters were selected without privacy
 #: get open markers too (`claim_status`)
-CLAIM_STYLES = {"valid": ("-", True), "selected": ("-", False), "paper-only": ("-.", True), "none": (":", False)}
+CLAIM_STYLES = {"valid": ("-", True), "selected": ("-", False), "declared": ("-.", False), "paper-only": ("-.", True),
+                "none": (":", False)}
 #: grey of everything that is not a measured curve: reference rates, the majority class, the radius
 REFERENCE_COLOUR = "0.45"
 #: sparse open markers of the non-private curves when a figure has several (`nonprivate_styles`)
@@ -89,6 +90,8 @@ def claim_kind(line: pd.DataFrame) -> str:
         return "none"
     if "paper-only" in parts:
         return "paper-only"
+    if "declared" in parts:
+        return "declared"
     if any("per run" in c or "weak delta" in c or "scaling data-dependent" in c for c in claims):
         return "selected"
     return "valid"
@@ -110,6 +113,10 @@ def claim_status(line: pd.DataFrame) -> tuple[str, bool, str]:
         return style, filled, "ε not certified"
     if kind == "paper-only":
         return style, filled and not among, "ε claimed by the paper only" + (f", {among}" if among else "")
+    if kind == "declared":
+        checked = next((f"; verify {v}" for v in ("mismatch", "suspect", "consistent") if f"verify {v}" in text), "")
+        return style, filled, ("ε declared by the algorithm, not dpbench's mechanism" + checked
+                               + (f", {among}" if among else ""))
     parts = [among] if among else []
     if "private selection not accounted" in text:
         parts.append("private selection not accounted")

@@ -20,6 +20,8 @@ import numpy as np
 
 from dpbench.core.registry import BUILT_IN, Declared, Param, Registry, current_source, params_of
 
+from .access import GRADIENT_METHODS, counted
+
 
 def clip_factors(norms: np.ndarray, clip_norm: float) -> np.ndarray:
     """Per-example clipping factors min(1, C/||g_i||) (Abadi et al. 2016); C = inf means no clipping.
@@ -49,6 +51,14 @@ class Model:
     #: Preprocessing): a mechanism that calibrates noise from them projects its rows onto this ball
     #: first (`bounded_rows`).
     ROW_NORM_BOUND = 1.0
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Every gradient method a subclass defines tells the gradient-access recorder its rows
+        (`dpbench.models.access`: one ContextVar.get per call while nobody records)."""
+        super().__init_subclass__(**kwargs)
+        for name in GRADIENT_METHODS:
+            if name in cls.__dict__:
+                setattr(cls, name, counted(cls.__dict__[name]))
 
     def __init__(self, n_features: int, l2: float = 0.0):
         if n_features < 1:
@@ -137,6 +147,10 @@ class Model:
     def describe(self) -> dict:
         return {"name": self.name, "n_features": self.n_features, "n_params": self.n_params,
                 "l2": self.l2, "convex": self.convex, "task": self.task}
+
+
+for _name in GRADIENT_METHODS:  # the base class's own (subclasses' by __init_subclass__)
+    setattr(Model, _name, counted(Model.__dict__[_name]))
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,7 @@ def _device():
     device = jax_device.current()
     if not jax_device.uses_jax(device):
         raise RuntimeError("a JAX twin runs inside jax_device.on('gpu' | 'jax-cpu')")
-    if releases.observed():
+    if releases._observed():
         raise RuntimeError("the JAX path reports its steps in bulk only; an observer of every step needs the "
                            "numpy path (--device cpu)")
     return jax_device.activate(device)

@@ -178,5 +178,10 @@ def dpsgd_event_json(noise_multiplier: float, sampling_rate: float, steps: int) 
     return to_json(event)
 
 
-__all__ = ["GENERIC_PLD_INTERVAL", "EventError", "dpsgd_event_json", "from_json", "gaussian_steps",
+def laplace_event_json(noise_multiplier: float) -> dict[str, Any]:
+    """The stored event of one Laplace mechanism of scale noise_multiplier x its L1 sensitivity."""
+    return to_json(dp_event.LaplaceDpEvent(float(noise_multiplier)))
+
+
+__all__ = ["GENERIC_PLD_INTERVAL", "EventError", "dpsgd_event_json", "laplace_event_json", "from_json", "gaussian_steps",
            "gaussian_steps_epsilon", "recomputed_epsilon", "to_json"]

@@ -5,7 +5,8 @@ plotly.js chart per panel, laid out by the figure kind's `View` (figures.View): 
 algorithm label (and per value of the view's `lines` columns) with its 95% band, the line style
 and markers saying what the curve's guarantee covers exactly as in the PNG
 (figures.style.claim_status, figures.style.CLAIM_STYLES: solid filled = valid, solid open = valid
-per run only, dash-dot = the paper's claim only, dotted = not certified; dashed = non-private), and
+per run only, dash-dot = the paper's claim only (open markers: declared by the algorithm), dotted = not
+certified; dashed = non-private), and
 a legend entry per (label, guarantee) shared by the panels. Every point carries its hover text (value, interval, seeds,
 selected hyperparameters, candidates, guarantee) and, as customdata, the id of the point group
 whose privacy ledger a click opens (dpbench.report.site). As in the PNG: the majority-class line

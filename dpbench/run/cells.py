@@ -409,14 +409,21 @@ def with_public(ledger: Ledger, n: int, bounds: dict | None) -> Ledger:
 def _record(cell: Cell, shared: _Prepared, target, fit, fit_seconds: float, lstar: float,
             context: CellContext, released=None) -> dict:
     """The stored record of a fitted cell: its identity, the metrics of the released theta, the
-    ledger as released (with the weak-delta and convexity notes), trace, private-selection score."""
+    ledger as released (with the weak-delta and convexity notes), trace, private-selection score. A
+    plugin that owns its mechanism has its ledger and trace reduced to dpbench's schema and its
+    "valid" stored as "declared" (`plugin_records`)."""
     from dpbench.privacy import claim_check
-    from dpbench.run import metrics, plugins
+    from dpbench.run import metrics, plugin_records, plugins
 
     dataset, model, info, delta = shared.dataset, shared.model, shared.info, target.delta
     population_lstar = population_optimum(cell, dataset, model, context)
-    ledger = claim_check.checked(Ledger.from_dict(fit.privacy), target.epsilon, delta)
+    ledger, trace = Ledger.from_dict(fit.privacy), fit.trace
+    if info.mechanism_owner == "plugin":  # only the declared schema of what a plugin writes is stored
+        trace, dropped = plugin_records.schema_trace(trace)
+        ledger = plugin_records.with_dropped(plugin_records.schema_ledger(ledger), dropped)
+    ledger = claim_check.checked(ledger, target.epsilon, delta)
     ledger = checked_releases(ledger, released)
+    ledger = plugin_records.owned_claim(ledger, info.mechanism_owner)
     if info.convex_only and not model.convex and ledger.claim != "none":
         ledger = ledger.with_claim("none", f"{cell.algorithm}'s proof needs a convex loss; {cell.model} is not convex")
     if delta is not None and ledger.claim != "none" and delta >= 1.0 / dataset.n_train:
@@ -445,7 +452,7 @@ def _record(cell: Cell, shared: _Prepared, target, fit, fit_seconds: float, lsta
         "lstar": lstar,
         "population_lstar": population_lstar,
         "metrics": {k: _json_float(v) for k, v in metrics.evaluate(model, fit.theta, dataset).items()},
-        "privacy": ledger.as_dict(), "trace": trace_metrics(fit.trace, model, dataset, lstar), "fit_seconds": fit_seconds,
+        "privacy": ledger.as_dict(), "trace": trace_metrics(trace, model, dataset, lstar), "fit_seconds": fit_seconds,
         **({"draw": cell.draw, "tuning": tuning} if tuning is not None else {}),
         "data_files": {f"{Path(f['path']).parent.name}/{Path(f['path']).name}": f["sha256"]
                        for f in dataset.provenance.get("files", [])},

@@ -24,7 +24,7 @@ from typing import Annotated
 
 import numpy as np
 
-from dpbench.algorithms import Fit, Param, PrivacyTarget, Problem, algorithm, fit_noisy_sgd
+from dpbench.algorithms import Param, PrivacyTarget, Privatiser, privatised_algorithm
 
 
 def adam(beta1: float, beta2: float, eps_adam: float) -> Callable[[np.ndarray], np.ndarray]:
@@ -43,10 +43,10 @@ def adam(beta1: float, beta2: float, eps_adam: float) -> Callable[[np.ndarray], 
     return direction
 
 
-@algorithm("dpadam", title="DP-Adam: DP-SGD's noisy clipped gradients, Adam's update",
-           citation="Kingma & Ba, ICLR 2015 (Alg. 1); Abadi et al., CCS 2016 (Alg. 1)", private=True, updates=True)
+@privatised_algorithm("dpadam", title="DP-Adam: DP-SGD's noisy clipped gradients, Adam's update",
+                      citation="Kingma & Ba, ICLR 2015 (Alg. 1); Abadi et al., CCS 2016 (Alg. 1)", updates=True)
 def fit_dpadam(
-    problem: Problem, privacy: PrivacyTarget, rng: np.random.Generator, *,
+    data: Privatiser, privacy: PrivacyTarget, rng: np.random.Generator, *,
     epochs: Annotated[float, Param("passes over the data; T = round(epochs n / B)", minimum=0,
                                    exclusive_minimum=True, maximum=1000)] = 2.0,
     batch_size: Annotated[float, Param("expected Poisson batch size B; q = B/n", minimum=1)] = 32.0,
@@ -60,9 +60,6 @@ def fit_dpadam(
                                   paper="Kingma & Ba 2015, Alg. 1")] = 0.999,
     eps_adam: Annotated[float, Param("Adam's denominator constant", minimum=0, exclusive_minimum=True,
                                      paper="Kingma & Ba 2015, Alg. 1")] = 1e-8,
-) -> Fit:
-    return fit_noisy_sgd(problem, privacy, rng, epochs=epochs, batch_size=batch_size, lr=lr, lr_schedule="constant",
-                         clip_norm=clip_norm, calibration="rdp", paper_c=1.0, radius=None, trace_every=0,
-                         transform=adam(beta1, beta2, eps_adam),
-                         mechanism="Poisson-subsampled Gaussian composed over T steps (DP-SGD), then Adam's update "
-                                   "(post-processing)")
+) -> np.ndarray:
+    return data.noisy_sgd(epochs=epochs, batch_size=batch_size, lr=lr, clip_norm=clip_norm,
+                          transform=adam(beta1, beta2, eps_adam))

@@ -91,14 +91,14 @@ def runs(problem):
 
 # ---- (d) nobody listens outside `observing` ---------------------------------------------------
 def test_observed_only_inside_observing():
-    assert not releases.observed()
+    assert not releases._observed()
     with releases.observing(lambda r: None):
-        assert releases.observed()
-    assert not releases.observed()
+        assert releases._observed()
+    assert not releases._observed()
     with pytest.raises(RuntimeError):
         with releases.observing(lambda r: None):
             raise RuntimeError("boom")
-    assert not releases.observed()
+    assert not releases._observed()
     releases.release(1, np.zeros(2), np.zeros(2), 1.0)  # nobody listens: a no-op
 
 
@@ -109,7 +109,7 @@ def test_observing_changes_nothing_and_reports_every_step(name, runs, problem):
     assert REGISTRY[name].updates
     np.testing.assert_allclose(observed.theta, plain.theta, rtol=1e-10, atol=1e-13)
     assert_same(observed.privacy.as_dict(), plain.privacy.as_dict())
-    assert not releases.observed()
+    assert not releases._observed()
     steps = plain.privacy["steps"]
     assert [r.step for r in got] == list(range(1, steps + 1))
     m = problem.model.n_params
@@ -305,7 +305,7 @@ def test_a_tally_is_not_an_observer_and_counts_only_inside_its_block():
     releases.release(1, np.zeros(2), np.zeros(2), 1.0)  # nobody listens
     releases.released_steps(5, 1.0)
     with releases.tallying() as tally:
-        assert not releases.observed()  # compiled loops keep running
+        assert not releases._observed()  # compiled loops keep running
         releases.release(1, np.zeros(2), np.zeros(2), 2.0, rate=0.1, clip_norm=1.0)
         releases.release(2, np.zeros(2), np.zeros(2), 2.0, rate=0.1, clip_norm=1.0)
         releases.released_steps(3, 0.0, rate=0.1, clip_norm=1.0)

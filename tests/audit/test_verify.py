@@ -1,4 +1,4 @@
-"""`dpbench verify`: each deliberate bug of tests/audit/buggy_dpsgd.py is caught by the check made
+"""`dpbench verify`: each deliberate bug of examples/red_team/buggy_dpsgd.py is caught by the check made
 for it, the honest plugins (buggy_dpsgd.py without a bug, the DP-Adam of examples/my_algorithm) and
 the built-in DP-SGD are consistent, and the exit codes say so."""
 
@@ -14,7 +14,8 @@ from dpbench.audit.setup import AuditSetup
 from dpbench.cli.main import main
 from dpbench.run import plugins
 
-PLUGIN = str(Path(__file__).with_name("buggy_dpsgd.py")) + ":fit"
+RED_TEAM = Path(__file__).resolve().parents[2] / "examples" / "red_team"
+PLUGIN = str(RED_TEAM / "buggy_dpsgd.py") + ":fit"
 
 #: bug -> the checks that must report a mismatch (every other check may pass)
 CAUGHT_BY = {
@@ -26,6 +27,11 @@ CAUGHT_BY = {
     "mean_noise": {"measured noise"},
     "other_delta": {"ledger", "recomputed epsilon"},
     "lying_stream": {"iterates follow releases"},
+    "reused_noise": {"serial dependence"},
+    "shuffle": {"sampling scheme"},
+    "hidden_steps": {"steps taken"},
+    "zero_column": {"measured noise"},
+    "rate_135": {"sampling scheme"},
 }
 
 
@@ -46,12 +52,30 @@ def test_each_bug_is_a_mismatch_of_the_check_made_for_it(bug, data_dir):
     assert result.verdict.startswith("mismatch: ") and all(check in result.verdict for check in CAUGHT_BY[bug])
 
 
+OWNED = str(RED_TEAM / "buggy_owned.py")
+#: the plugins of buggy_owned.py -> the checks that must report a mismatch
+OWNED_CAUGHT_BY = {"quiet": {"steps"}, "leak": {"records"}, "shifted": {"sampling scheme"}}
+
+
+@pytest.mark.parametrize("plugin", sorted(OWNED_CAUGHT_BY))
+def test_each_owned_loop_bug_is_a_mismatch_of_its_check(plugin, data_dir):
+    reference = plugins.resolve(f"{OWNED}:{plugin}")
+    setup = AuditSetup.create(plugins.load(reference).name, plugin=reference, plugin_digest=plugins.fingerprint(reference),
+                              dataset="breast_cancer", epsilon=1.0, delta=1e-5, canary="gradient_canary", trials=4)
+    result = verify_mod.verify(setup, data_dir=str(data_dir))
+    failed = {f.check for f in result.findings if f.status == "mismatch"}
+    assert OWNED_CAUGHT_BY[plugin] <= failed, (plugin, [(f.check, f.status, f.detail) for f in result.findings])
+    assert result.exit_code == 1
+
+
 def test_the_honest_plugin_passes_every_check_with_the_clip_norm_its_role_recommends(data_dir):
     result = verify_mod.verify(_setup("honest"), data_dir=str(data_dir))
     assert result.params["clip_norm"] == 0.1  # gradient_canary recommends it for the role clip_norm
     statuses = {f.check: f.status for f in result.findings}
     assert statuses == {"ledger": "ok", "steps": "ok", "declared noise": "ok", "recomputed epsilon": "ok",
-                        "measured noise": "ok", "canary effect": "ok", "iterates follow releases": "ok"}
+                        "measured noise": "ok", "canary effect": "ok", "iterates follow releases": "ok",
+                        "steps taken": "ok", "sampling scheme": "ok", "serial dependence": "ok", "records": "ok",
+                        "sensitivity": "ok"}
     assert result.verdict == "consistent" and result.exit_code == 0
 
 
@@ -115,3 +139,12 @@ def test_dp_adam_built_from_the_public_sgd_blocks_reports_its_steps_and_is_consi
     assert statuses["steps"] == statuses["measured noise"] == statuses["iterates follow releases"] == "ok"
     assert result.params["clip_norm"] == 0.1  # the gradient canary's clip norm, set through role="clip_norm"
     assert result.verdict == "consistent", result.verdict
+
+
+def test_power_counts_the_verifications_that_find_a_mismatch(data_dir):
+    from dpbench.audit.verify_power import power
+
+    caught = power(PLUGIN, params={"bug": "shuffle"}, reps=2, data_dir=str(data_dir))
+    assert caught.detections == caught.reps == 2 and caught.by_check["sampling scheme"] == 2
+    honest = power(PLUGIN, params={"bug": "honest"}, reps=1, data_dir=str(data_dir))
+    assert (honest.detections, honest.reps, honest.by_check) == (0, 1, {})

@@ -91,4 +91,4 @@ def test_adjacency_parsing():
     assert Adjacency.parse("add/remove-one") is Adjacency.ADD_REMOVE
     with pytest.raises(ValueError, match="expected 'add/remove-one' or 'replace-one'"):
         Adjacency.parse("add-one")
-    assert CLAIMS == ("valid", "none", "paper-only")
+    assert CLAIMS == ("valid", "declared", "none", "paper-only")

@@ -161,7 +161,7 @@ def test_ledger_reads_records_stored_before_it_was_typed():
 
 
 def test_ledger_refuses_what_it_cannot_mean():
-    with pytest.raises(ValueError, match="claim must be valid, none or paper-only"):
+    with pytest.raises(ValueError, match="claim must be one of valid, declared, none, paper-only"):
         Ledger(private=True, mechanism="m", claim="probably")
     with pytest.raises(ValueError, match="unknown adjacency 'swap'"):
         Ledger(private=True, mechanism="m", claim="valid", adjacency="swap")

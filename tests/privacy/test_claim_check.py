@@ -15,7 +15,7 @@ from dpbench.analysis import curves
 from dpbench.core.ledger import Ledger
 from dpbench.privacy import accounting, claim_check, events
 
-PLUGIN = Path(__file__).resolve().parents[1] / "audit" / "buggy_dpsgd.py"
+PLUGIN = Path(__file__).resolve().parents[2] / "examples" / "red_team" / "buggy_dpsgd.py"
 
 
 def _ledger(**overrides) -> Ledger:

@@ -275,7 +275,8 @@ def test_example_fit_keeps_its_claim_and_writes_the_dpsgd_ledger_fields(example)
     assert ledger.adjacency is Adjacency.ADD_REMOVE and ledger.sensitivity == 0.5
     assert ledger["sampling"] == {"kind": "poisson", "rate": 0.05, "expected_batch": 50.0}
     assert ledger["steps"] == 40 and ledger["noise_multiplier"] > 0
-    assert "Adam" in ledger.mechanism and "post-processing" in ledger.mechanism
+    assert ledger["privatiser"] == "noisy_sgd" and example.privatised and example.mechanism_owner == "dpbench"
+    assert "dpbench's noisy SGD" in ledger.mechanism and "post-processing" in ledger.mechanism
     assert candidate_event(ledger.as_dict()) is not None  # private selection composes it like DP-SGD
     assert problem.model.loss(fit.theta, problem.X, problem.y) < np.log(2)  # it learnt something
     again = example.fit(problem, target, np.random.default_rng(0), epochs=2.0, batch_size=50.0, lr=0.05,
@@ -316,7 +317,8 @@ def test_example_reports_its_ledger_s_steps_and_its_ledger_is_dpsgd_s(example, n
     assert ledger["sampling"]["rate"] == plan.rate == B / n
     for reference in (plan.ledger, dpsgd):
         ours, theirs = ledger.as_dict(), reference.as_dict()
-        assert ours.pop("mechanism") != theirs.pop("mechanism")  # says Adam's update; every number is DP-SGD's
+        assert ours.pop("mechanism") != theirs.pop("mechanism")  # says the plugin's update; every number is DP-SGD's
+        assert ours.pop("privatiser") == "noisy_sgd"  # the mechanism that ran it
         assert ours == theirs
 
     # exactly the ledger's steps, each declared as DP-SGD's step: noise z C on the sum, rate q, clip C
@@ -352,7 +354,7 @@ def test_the_plugin_docs_show_the_example_as_shipped():
     python = [code for lang, code in blocks if lang == "python"]
     assert len(python) == 1 and python[0] in shipped
     assert python[0].startswith("from collections.abc import") and shipped.endswith(python[0])  # all the code
-    for shown in ("updates=True", 'role="clip_norm"', "transform=adam(", "fit_noisy_sgd("):
+    for shown in ("updates=True", 'role="clip_norm"', "transform=adam(", "data.noisy_sgd(", "@privatised_algorithm("):
         assert shown in python[0]
     (snippet,) = [yaml.safe_load(code) for lang, code in blocks if lang == "yaml"]
     spec = yaml.safe_load((EXAMPLE / "experiment.yaml").read_text())

@@ -1,7 +1,8 @@
 """The run-time release check (`dpbench.run.cells`, `dpbench.algorithms.release_check`): every fit the
 runner runs is tallied and its declared steps compared with its ledger. The bugs of
-tests/audit/buggy_dpsgd.py whose stream tells the truth (`declare: actual`, or twice the steps) turn
-"valid" into "paper-only"; the honest plugin and the built-ins stay as they claim, single and batched."""
+examples/red_team/buggy_dpsgd.py whose stream tells the truth (`declare: actual`, or twice the steps) turn
+"valid" into "paper-only"; the honest plugin, which owns its loop, is stored "declared" (the release
+check consistent), and the built-ins stay as they claim, single and batched."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from dpbench.run import plugins
 from dpbench.run.cells import CellContext, batch_key, run_cell, run_cells
 from dpbench.spec.experiment import load
 
-PLUGIN = Path(__file__).resolve().parents[1] / "audit" / "buggy_dpsgd.py"
+PLUGIN = Path(__file__).resolve().parents[2] / "examples" / "red_team" / "buggy_dpsgd.py"
 
 
 @pytest.fixture(autouse=True)
@@ -76,8 +77,9 @@ def test_the_buggy_plugins_whose_stream_tells_the_truth_lose_their_valid(tmp_pat
         seen.add(key)
         ledger = run_cell(cell, context)["privacy"]
         expected = BUGGY[key]
-        if expected is None:
-            assert ledger["claim"] == "valid", (key, ledger.get("claim_reason"))
+        if expected is None:  # the plugin runs its own loop: its "valid" is stored as "declared"
+            assert ledger["claim"] == "declared", (key, ledger.get("claim_reason"))
+            assert ledger["claim_reason"].startswith("declared by the plugin: it runs its own mechanism"), key
             assert ledger["release_check"] == "consistent: 13 steps, z 1.765, q 0.07824, clip 1", key
         else:
             assert ledger["release_check"] == expected, key

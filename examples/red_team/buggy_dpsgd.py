@@ -11,7 +11,14 @@ ledger (and the claim "valid") as the honest run would write it, except where th
   no_clip        per-example gradients not clipped;
   mean_noise     the noise of the mean (zC / B) added to the sum;
   other_delta    z calibrated at delta 0.1 (the ledger's epsilon spent is of that delta);
-  lying_stream   reports the noisy step but updates with the clean one.
+  lying_stream   reports the noisy step but updates with the clean one;
+  reused_noise   draws one noise vector per epoch and adds it to every step of that epoch;
+  shuffle        shuffled fixed-size batches of B (each row once per epoch), not Poisson at q = B/n;
+  hidden_steps   takes hidden_factor * T steps and reports every hidden_factor-th (each reported one
+                 as it was taken);
+  zero_column    honest only while X has an all-zero column (the game `verify` showed before it
+                 rotated the feature space), noise-free otherwise;
+  rate_135       samples at 1.35 q.
 
 declare: what each release says. "claimed" (the default): the ledger's noise std z C, rate q and
 clip norm C whatever the bug did, a stream that lies as the ledger does (what `dpbench verify`'s
@@ -30,7 +37,7 @@ from dpbench.privacy import calibrate_dpsgd_noise, dpsgd_epsilon_report
 from dpbench.privacy.events import dpsgd_event_json
 
 BUGS = ("honest", "ledger_eps", "half_noise", "twice_steps", "wrong_rate", "no_clip", "mean_noise", "other_delta",
-        "lying_stream")
+        "lying_stream", "reused_noise", "shuffle", "hidden_steps", "zero_column", "rate_135")
 
 
 @algorithm("buggy_dpsgd", title="DP-SGD with a switchable bug (tests of dpbench verify)",
@@ -43,6 +50,7 @@ def fit(
     clip_norm: Annotated[float, Param("per-example clipping norm C", minimum=0, exclusive_minimum=True,
                                       role="clip_norm")] = 1.0,
     bug: Annotated[str, Param("the bug", choices=BUGS)] = "honest",
+    hidden_factor: Annotated[int, Param("hidden_steps: steps taken per step reported", minimum=1)] = 2,
     declare: Annotated[str, Param("what the releases declare: the ledger's numbers (claimed) or what each step "
                                   "did (actual)", choices=("claimed", "actual"))] = "claimed",
 ) -> Fit:
@@ -51,20 +59,34 @@ def fit(
     q, steps = B / n, max(1, round(epochs * n / B))
     z = calibrate_dpsgd_noise(privacy.epsilon, 0.1 if bug == "other_delta" else privacy.delta, q, steps)
     sigma = z * clip_norm * {"half_noise": 0.5, "mean_noise": 1.0 / B}.get(bug, 1.0)
-    rate = 4 * q if bug == "wrong_rate" else q
+    if bug == "zero_column" and not np.any(np.all(X == 0, axis=0)):
+        sigma = 0.0
+    rate = {"wrong_rate": 4 * q, "rate_135": 1.35 * q}.get(bug, q)
+    factor = {"twice_steps": 2, "hidden_steps": int(hidden_factor)}.get(bug, 1)
+    per_epoch = max(1, round(n / B))
+    order = np.empty(0, dtype=np.int64)  # shuffle: the rows left in this epoch's permutation
     theta = model.init(rng)
-    for t in range(1, (2 if bug == "twice_steps" else 1) * steps + 1):
-        batch = rng.random(n) < rate
+    for t in range(1, factor * steps + 1):
+        if bug == "shuffle":
+            if order.size == 0:
+                order = rng.permutation(n)
+            batch, order = order[:int(B)], order[int(B):]
+        else:
+            batch = rng.random(n) < rate
         if bug == "no_clip":
             total = model.per_example_grads(theta, X[batch], y[batch]).sum(axis=0)
         else:
             total, _ = model.clipped_grad_sum(theta, X[batch], y[batch], clip_norm)
-        noisy = total + rng.normal(0.0, sigma, size=theta.shape)
-        if declare == "actual":
-            release(t, theta, noisy / B, sigma, rate=rate, clip_norm=None if bug == "no_clip" else clip_norm,
-                    weight=1.0 / B)
-        else:
-            release(t, theta, noisy / B, z * clip_norm, rate=q, clip_norm=clip_norm, weight=1.0 / B)
+        if bug != "reused_noise" or (t - 1) % per_epoch == 0:
+            noise = rng.normal(0.0, sigma, size=theta.shape)
+        noisy = total + noise
+        reported = bug != "hidden_steps" or t % factor == 0
+        if reported and declare == "actual":
+            release(t // factor if bug == "hidden_steps" else t, theta, noisy / B, sigma, rate=rate,
+                    clip_norm=None if bug == "no_clip" else clip_norm, weight=1.0 / B)
+        elif reported:
+            release(t // factor if bug == "hidden_steps" else t, theta, noisy / B, z * clip_norm, rate=q,
+                    clip_norm=clip_norm, weight=1.0 / B)
         step = total if bug == "lying_stream" else noisy
         theta = theta - lr * (step / B + model.reg_grad(theta))
     spent = dpsgd_epsilon_report(z, q, steps, 0.1 if bug == "other_delta" else privacy.delta)

@@ -1,0 +1,102 @@
+"""DP-SGD plugins that own their loop, each with one bug of a kind found in real DP code (`bug=`), for
+the tests of the run's label and of `dpbench verify`. Each claims "valid" with DP-SGD's ledger for the
+target (epsilon, delta); buggy_dpsgd.py (beside this file) holds the bugs of the same loop with `updates=True`.
+
+  quiet (algorithm `quiet_dpsgd`, updates=False): a quarter of DP-SGD's noise and no step reported;
+      the ledger composes T steps (true epsilon ~13 at a nominal 1 on Breast Cancer).
+  leak (`leaky_dpsgd`): honest DP-SGD, every step reported, but the ledger carries five training rows
+      and the last un-noised gradient, and the trace the rows of each traced batch.
+  other_delta_q (`shifted_dpsgd`): z calibrated at delta = 1e-3, and the sampling rate the ledger and
+      every step declare lowered to the q' at which that z meets the target delta; batches are drawn
+      at the true q (true epsilon ~1.4 at a nominal 1).
+"""
+from typing import Annotated
+
+import numpy as np
+from scipy import optimize
+
+from dpbench.algorithms import Fit, Param, PrivacyTarget, Problem, algorithm, ledger
+from dpbench.algorithms.releases import release
+from dpbench.core.ledger import Adjacency
+from dpbench.privacy import calibrate_dpsgd_noise, dpsgd_epsilon_report
+from dpbench.privacy.events import dpsgd_event_json
+
+Epochs = Annotated[float, Param("passes over the data", minimum=0, exclusive_minimum=True)]
+Batch = Annotated[float, Param("expected Poisson batch size B", minimum=1)]
+Lr = Annotated[float, Param("step size", minimum=0, exclusive_minimum=True)]
+Clip = Annotated[float, Param("per-example clipping norm C", minimum=0, exclusive_minimum=True, role="clip_norm")]
+
+
+def _ledger(privacy: PrivacyTarget, z: float, q: float, steps: int, clip_norm: float, B: float, **extra) -> dict:
+    return ledger(private=True, mechanism="Poisson-subsampled Gaussian over T steps (DP-SGD)", claim="valid",
+                  target_epsilon=privacy.epsilon, delta=privacy.delta,
+                  epsilon_spent=dpsgd_epsilon_report(z, q, steps, privacy.delta), adjacency=Adjacency.ADD_REMOVE,
+                  sensitivity=clip_norm, event=dpsgd_event_json(z, q, steps),
+                  sampling={"kind": "poisson", "rate": q, "expected_batch": B}, steps=steps, noise_multiplier=z,
+                  **extra)
+
+
+def _loop(problem, rng, *, rate, sigma, steps, lr, clip_norm, B, report=None, trace_rows=False):
+    model, X, y, n = problem.model, problem.X, problem.y, problem.n
+    theta = model.init(rng)
+    trace, clean = [], None
+    for t in range(1, steps + 1):
+        batch = rng.random(n) < rate
+        clean, _ = model.clipped_grad_sum(theta, X[batch], y[batch], clip_norm)
+        noisy = clean + rng.normal(0.0, sigma, size=theta.shape)
+        if report is not None:
+            report(t, theta, noisy / B)
+        if trace_rows and t % 10 == 0:
+            trace.append({"step": t, "theta": theta.copy(), "rows": X[batch].tolist()})
+        theta = theta - lr * (noisy / B + model.reg_grad(theta))
+    return theta, trace, clean
+
+
+@algorithm("quiet_dpsgd", title="DP-SGD with a quarter of the noise, no step reported (tests)", citation="none",
+           private=True, updates=False)
+def quiet(problem: Problem, privacy: PrivacyTarget, rng: np.random.Generator, *, epochs: Epochs = 2.0,
+          batch_size: Batch = 32.0, lr: Lr = 0.5, clip_norm: Clip = 1.0) -> Fit:
+    n = problem.n
+    B = min(float(batch_size), float(n))
+    q, steps = B / n, max(1, round(epochs * n / B))
+    z = calibrate_dpsgd_noise(privacy.epsilon, privacy.delta, q, steps)
+    theta, _, _ = _loop(problem, rng, rate=q, sigma=z * clip_norm / 4, steps=steps, lr=lr, clip_norm=clip_norm, B=B)
+    return Fit(theta=theta, privacy=_ledger(privacy, z, q, steps, clip_norm, B))
+
+
+@algorithm("leaky_dpsgd", title="DP-SGD writing rows into its ledger and trace (tests)", citation="none",
+           private=True, updates=True)
+def leak(problem: Problem, privacy: PrivacyTarget, rng: np.random.Generator, *, epochs: Epochs = 2.0,
+         batch_size: Batch = 32.0, lr: Lr = 0.5, clip_norm: Clip = 1.0) -> Fit:
+    n = problem.n
+    B = min(float(batch_size), float(n))
+    q, steps = B / n, max(1, round(epochs * n / B))
+    z = calibrate_dpsgd_noise(privacy.epsilon, privacy.delta, q, steps)
+    theta, trace, clean = _loop(
+        problem, rng, rate=q, sigma=z * clip_norm, steps=steps, lr=lr, clip_norm=clip_norm, B=B, trace_rows=True,
+        report=lambda t, th, r: release(t, th, r, z * clip_norm, rate=q, clip_norm=clip_norm, weight=1.0 / B))
+    return Fit(theta=theta, trace=trace, privacy=_ledger(privacy, z, q, steps, clip_norm, B,
+                                                         rows=problem.X[:5].tolist(), clean_gradient=clean.tolist()))
+
+
+def lowered_rate(z: float, q: float, steps: int, epsilon: float, delta: float) -> float:
+    """The q' <= q at which T Gaussian steps of multiplier z meet (epsilon, delta) (q itself if they do)."""
+    def excess(rate: float) -> float:
+        return min(dpsgd_epsilon_report(z, rate, steps, delta).values()) - epsilon
+
+    return q if excess(q) <= 0 else float(optimize.brentq(excess, 1e-6, q, xtol=1e-9)) * (1 - 1e-6)  # just inside
+
+
+@algorithm("shifted_dpsgd", title="DP-SGD calibrated at delta 1e-3, its rate lowered to match (tests)",
+           citation="none", private=True, updates=True)
+def shifted(problem: Problem, privacy: PrivacyTarget, rng: np.random.Generator, *, epochs: Epochs = 2.0,
+            batch_size: Batch = 32.0, lr: Lr = 0.5, clip_norm: Clip = 1.0) -> Fit:
+    n = problem.n
+    B = min(float(batch_size), float(n))
+    q, steps = B / n, max(1, round(epochs * n / B))
+    z = calibrate_dpsgd_noise(privacy.epsilon, 1e-3, q, steps)
+    said = lowered_rate(z, q, steps, privacy.epsilon, privacy.delta)
+    theta, _, _ = _loop(
+        problem, rng, rate=q, sigma=z * clip_norm, steps=steps, lr=lr, clip_norm=clip_norm, B=B,
+        report=lambda t, th, r: release(t, th, r, z * clip_norm, rate=said, clip_norm=clip_norm, weight=1.0 / B))
+    return Fit(theta=theta, privacy=_ledger(privacy, z, said, steps, clip_norm, B))

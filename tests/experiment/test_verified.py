@@ -1,0 +1,54 @@
+"""`dpbench verify SPEC` keeps its verdicts in RESULTS/<experiment>/verify.csv and the runs it verified
+read them in their label (dpbench/experiment/verified.py): "declared (verify mismatch at these
+settings)" for a buggy plugin that owns its loop, "consistent" for the honest one; an edited plugin
+matches no row."""
+
+from __future__ import annotations
+
+import pandas as pd
+from click.testing import CliRunner
+
+from dpbench.cli.main import main
+from tests.conftest import REPO
+
+RED_TEAM = REPO / "examples" / "red_team"
+
+
+def test_the_label_of_a_verified_plugin_run_names_the_verdict(tmp_path, data_dir, monkeypatch):
+    monkeypatch.setenv("DPBENCH_DATA", str(data_dir))
+    for name in ("buggy_dpsgd.py",):
+        (tmp_path / name).write_bytes((RED_TEAM / name).read_bytes())
+    spec = tmp_path / "mini.yaml"
+    spec.write_text("""
+name: mini
+seed: 0
+seeds: 1
+datasets: [breast_cancer]
+models: [logreg]
+algorithms:
+  - {plugin: buggy_dpsgd.py:fit, label: honest, params: {bug: honest, clip_norm: 0.1}}
+  - {plugin: buggy_dpsgd.py:fit, label: half noise, params: {bug: half_noise, clip_norm: 0.1}}
+epsilons: [1]
+delta: 1.0e-5
+metrics: [accuracy]
+""")
+    results = str(tmp_path / "results")
+    runner = CliRunner()
+    ran = runner.invoke(main, ["run", str(spec), "--results", results, "--no-progress"])
+    assert ran.exit_code == 0, ran.output
+    curves = pd.read_csv(tmp_path / "results" / "mini" / "curves.csv")
+    assert set(curves["dp_claim"]) == {"declared"}
+    checked = runner.invoke(main, ["verify", str(spec), "--results", results, "--no-progress", "--no-sensitivity"])
+    assert checked.exit_code == 1, checked.output
+    table = pd.read_csv(tmp_path / "results" / "mini" / "verify.csv")
+    assert dict(zip(table["label"], table["status"])) == {"honest": "consistent", "half noise": "mismatch"}
+    assert runner.invoke(main, ["run", str(spec), "--results", results, "--no-progress"]).exit_code == 0
+    curves = pd.read_csv(tmp_path / "results" / "mini" / "curves.csv")
+    assert dict(zip(curves["label"], curves["dp_claim"])) == {
+        "honest": "declared (verify consistent at these settings)",
+        "half noise": "declared (verify mismatch at these settings)"}
+    # the plugin edited since: its runs are new and no verification covers them
+    (tmp_path / "buggy_dpsgd.py").write_text((tmp_path / "buggy_dpsgd.py").read_text() + "\n# edited\n")
+    assert runner.invoke(main, ["run", str(spec), "--results", results, "--no-progress"]).exit_code == 0
+    curves = pd.read_csv(tmp_path / "results" / "mini" / "curves.csv")
+    assert set(curves["dp_claim"]) == {"declared"}
