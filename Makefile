@@ -16,6 +16,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
+# pytest's worker processes in `make test` (pytest-xdist): CI's 2 cores
+TEST_WORKERS ?= 2
 # Raw UCI files: ../shared/data when that folder exists (this project's machines, or a `dpbench data fetch` there), else ./data.
 DPBENCH_DATA ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),$(abspath data))
 export DPBENCH_DATA
@@ -47,7 +49,7 @@ docs: $(STAMP)
 	$(BIN)/mkdocs build --strict --quiet --site-dir site
 
 pytest: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow

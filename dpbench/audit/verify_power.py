@@ -27,9 +27,10 @@ class Power(NamedTuple):
 
 def power(algorithm: str, *, params: dict | None = None, reps: int = 50, data_dir: str | None = None,
           first_seed: int = 0, dataset: str = "breast_cancer", model: str = "logreg", epsilon: float = 1.0,
-          delta: float = 1e-5) -> Power:
+          delta: float = 1e-5, sensitivity: bool = True) -> Power:
     """Verify `algorithm` (a built-in name or a plugin reference, path/to/file.py:fit) with `params`
-    `reps` times without the audit; how many verdicts were mismatches (module docstring)."""
+    `reps` times without the audit (the sensitivity game too unless sensitivity=False); how many
+    verdicts were mismatches (module docstring)."""
     from dpbench.audit.setup import AuditSetup
     from dpbench.audit.verify import verify
     from dpbench.run import plugins
@@ -45,7 +46,7 @@ def power(algorithm: str, *, params: dict | None = None, reps: int = 50, data_di
         setup = AuditSetup.create(name, plugin=plugin, plugin_digest=digest, params=dict(params or {}),
                                   dataset=dataset, model=model, epsilon=epsilon, delta=delta,
                                   canary="gradient_canary", trials=4, seed=first_seed + rep)
-        result = verify(setup, trials=0, data_dir=data_dir)
+        result = verify(setup, trials=0, data_dir=data_dir, sensitivity=sensitivity)
         failed = {f.check for f in result.findings if f.status == "mismatch"}
         detections += bool(failed)
         by_check.update(failed)

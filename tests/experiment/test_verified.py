@@ -6,12 +6,22 @@ matches no row."""
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 from click.testing import CliRunner
 
+from dpbench.algorithms.base import REGISTRY
 from dpbench.cli.main import main
+from dpbench.run import plugins
 from tests.conftest import REPO
 
 RED_TEAM = REPO / "examples" / "red_team"
+
+
+@pytest.fixture(autouse=True)
+def isolated_registry(monkeypatch):
+    """The copy of the plugin loaded here is forgotten after the test (it shares the red team's name)."""
+    monkeypatch.setattr(REGISTRY, "_entries", {k: v for k, v in REGISTRY._entries.items() if k != "buggy_dpsgd"})
+    monkeypatch.setattr(plugins, "_IMPORTED", dict(plugins._IMPORTED))
 
 
 def test_the_label_of_a_verified_plugin_run_names_the_verdict(tmp_path, data_dir, monkeypatch):
