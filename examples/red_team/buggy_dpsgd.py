@@ -18,7 +18,7 @@ ledger (and the claim "valid") as the honest run would write it, except where th
                  as it was taken);
   zero_column    honest only while X has an all-zero column (the game `verify` showed before it
                  rotated the feature space), noise-free otherwise;
-  rate_135       samples at 1.35 q.
+  rate_135       samples at rate_factor x q (default 1.35).
 
 declare: what each release says. "claimed" (the default): the ledger's noise std z C, rate q and
 clip norm C whatever the bug did, a stream that lies as the ledger does (what `dpbench verify`'s
@@ -51,6 +51,8 @@ def fit(
                                       role="clip_norm")] = 1.0,
     bug: Annotated[str, Param("the bug", choices=BUGS)] = "honest",
     hidden_factor: Annotated[int, Param("hidden_steps: steps taken per step reported", minimum=1)] = 2,
+    rate_factor: Annotated[float, Param("rate_135: the true rate over the declared one", minimum=0,
+                                        exclusive_minimum=True)] = 1.35,
     declare: Annotated[str, Param("what the releases declare: the ledger's numbers (claimed) or what each step "
                                   "did (actual)", choices=("claimed", "actual"))] = "claimed",
 ) -> Fit:
@@ -61,7 +63,7 @@ def fit(
     sigma = z * clip_norm * {"half_noise": 0.5, "mean_noise": 1.0 / B}.get(bug, 1.0)
     if bug == "zero_column" and not np.any(np.all(X == 0, axis=0)):
         sigma = 0.0
-    rate = {"wrong_rate": 4 * q, "rate_135": 1.35 * q}.get(bug, q)
+    rate = {"wrong_rate": 4 * q, "rate_135": min(1.0, float(rate_factor) * q)}.get(bug, q)
     factor = {"twice_steps": 2, "hidden_steps": int(hidden_factor)}.get(bug, 1)
     per_epoch = max(1, round(n / B))
     order = np.empty(0, dtype=np.int64)  # shuffle: the rows left in this epoch's permutation
