@@ -276,6 +276,25 @@ class Text(Constraint):
         return value.strip() if self.strip else value
 
 
+class TextOrNumber(Text):
+    """A value written in a data file, as text: a string, or a number as YAML reads one (`positive: 1`),
+    returned as its text ("1"; a bool is refused: `yes` in YAML is a bool, write "yes")."""
+
+    def describe(self) -> str:
+        return self.what or "a string or a number"
+
+    def matches(self, value: Any) -> bool:
+        return isinstance(value, str) or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+    def problem(self, value: Any) -> str | None:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return None if value == value else self.describe()  # NaN is no value of a file
+        return super().problem(value)
+
+    def convert(self, path: str, value: Any) -> Any:
+        return value if isinstance(value, str) else f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def _item_path(path: str, i: int) -> str:
     return f"{path}[{i}]"
 
@@ -424,6 +443,6 @@ def entries(path: str, value: Any, keys: tuple[str, ...], what: str) -> list[tup
     return out
 
 
-__all__ = ["DELTA", "NON_NEGATIVE", "OPEN_UNIT", "POSITIVE", "RATE", "Anything", "Boolean", "Constraint", "Integral", "Interval", "InvalidValue", "IsNone", "Mapping", "Options",
-           "Pair", "Real", "Satisfies", "Sequence", "StrOptions", "Text", "entries", "missing", "shown", "unknown_key",
-           "validate"]
+__all__ = ["DELTA", "NON_NEGATIVE", "OPEN_UNIT", "POSITIVE", "RATE", "Anything", "Boolean", "Constraint", "Integral",
+           "Interval", "InvalidValue", "IsNone", "Mapping", "Options", "Pair", "Real", "Satisfies", "Sequence",
+           "StrOptions", "Text", "TextOrNumber", "entries", "missing", "shown", "unknown_key", "validate"]

@@ -47,6 +47,7 @@ import pandas as pd
 
 from dpbench.core.errors import DataError
 from dpbench.core.registry import Param
+from dpbench.core.validation import TextOrNumber
 from dpbench.data import bounds as bounds_mod, preprocess, uci
 from dpbench.data.base import Common, Dataset, dataset
 from dpbench.data.uci import _abs, _clean_categorical, _one_line, _stat_key  # one definition of the file helpers
@@ -109,7 +110,9 @@ def read_table(target: pathlib.Path) -> tuple[pd.DataFrame, str]:
     except ImportError as exc:
         raise _error(target, "reading parquet needs pyarrow, which is not installed: pip install pyarrow, or save "
                              "the table as .csv") from exc
-    except Exception as exc:  # a parser error, bad encoding, an empty file: one line
+    except pd.errors.EmptyDataError as exc:
+        raise _error(target, "no rows: the file is empty") from exc
+    except Exception as exc:  # a parser error, bad encoding: one line
         raise _error(target, f"cannot parse ({type(exc).__name__}: {_one_line(exc)})") from exc
 
 
@@ -134,6 +137,9 @@ def canonical(raw: pd.DataFrame, target: pathlib.Path, *, label: str, positive: 
     """(canonical frame, numeric columns, categorical columns): float64 numeric features, sorted
     categorical features and a categorical `label` column, as preprocess.clean_table takes them."""
     columns = list(raw.columns)
+    if raw.empty:  # a header without rows (or an empty file): say so before any column's type
+        raise _error(target, f"no rows{f' (only the header: {len(columns)} columns)' if columns else ''}; a data set "
+                             "needs at least one row per split")
     listing = f"its columns: {', '.join(columns[:30])}{', ...' if len(columns) > 30 else ''}"
     if label not in raw.columns:
         raise _error(target, f"label column {label!r} not found; {listing} (set the option `label`)")
@@ -184,8 +190,9 @@ def load(
     path: Annotated[str, Param("the .csv or .parquet file (required); in a spec relative to the YAML file's folder",
                                path=True)] = "",
     label: Annotated[str, Param("the label column")] = "label",
-    positive: Annotated[str, Param("the label value mapped to +1, as written in the file (e.g. 1, yes, >50K); every "
-                                   "other value -> -1")] = "1",
+    positive: Annotated[str, Param("the label value mapped to +1, as written in the file (e.g. 1, yes, >50K; a "
+                                   "number is read as its text); every other value -> -1",
+                                   constraint=TextOrNumber())] = "1",
     categorical: Annotated[tuple[str, ...], Param("columns one-hot encoded (every other column but the label and "
                                                   "`drop` must be numeric)")] = (),
     drop: Annotated[tuple[str, ...], Param("columns left out")] = (),

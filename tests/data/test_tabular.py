@@ -123,12 +123,15 @@ def test_validate_options(table: Path) -> None:
     assert info.origin == "user-supplied" and info.param("path").path and data.option_names("csv") == {
         "path", "label", "positive", "categorical", "drop", "missing", "bounds"}
     checked = info.validate({"path": "t.csv", "categorical": ["a", "b"]})
+    # a number, as `dpbench list datasets` shows it (positive: 1) and YAML reads it, is its text
+    assert info.validate({"path": "t.csv", "positive": 1})["positive"] == "1"
+    assert info.validate({"path": "t.csv", "positive": 2.5})["positive"] == "2.5"
     assert checked["categorical"] == ("a", "b") and checked["drop"] == () and checked["missing"] == "refuse"
     for options, message in [
         ({"path": "t.csv", "colour": 1}, "colour: unknown parameter of dataset 'csv'"),
         ({"path": "t.csv", "missing": "mean"}, "missing: must be one of refuse, drop, impute; got 'mean'"),
         ({"path": "t.csv", "categorical": "city"}, "categorical: must be a list of strings"),
-        ({"path": "t.csv", "positive": 1}, "positive: must be a string, got 1"),
+        ({"path": "t.csv", "positive": True}, "positive: must be a string or a number, got True"),
         ({}, "path: required"),
         ({"path": "t.csv", "label": "y", "drop": ["y"]}, "drop: lists the label column 'y'"),
         ({"path": "t.csv", "categorical": ["a"], "drop": ["a"]}, "drop: 'a' also listed under categorical"),
@@ -169,7 +172,10 @@ def test_clear_one_line_errors(table: Path, tmp_path: Path) -> None:
     assert "unknown file type" in _one_line_error(path=str(other), **OPTIONS)
     empty = tmp_path / "empty.csv"
     empty.write_text("")
-    assert "cannot parse" in _one_line_error(path=str(empty), **OPTIONS)
+    assert "no rows: the file is empty" in _one_line_error(path=str(empty), **OPTIONS)
+    header = tmp_path / "header.csv"
+    header.write_text("age,income,member,city,id,y\n")
+    assert "no rows (only the header: 6 columns)" in _one_line_error(path=str(header), **OPTIONS)
     gaps = tmp_path / "gaps.csv"
     gaps.write_text("a,b,y\n1,,yes\n,2,no\n")
     refused = _one_line_error(path=str(gaps), label="y", positive="yes")  # nothing dropped unsaid
