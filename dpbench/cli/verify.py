@@ -40,7 +40,8 @@ MARKS = {"ok": "ok", "mismatch": "MISMATCH", "suspect": "SUSPECT", "skipped": "-
 @click.option("--jobs", "-j", default=1, show_default=True, type=Checked(Interval(Integral, 1)),
               help="parallel workers of the audit")
 @click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False), help=DATA_HELP)
-@results_option("the audit's fits are cached under RESULTS/.cache/audits")
+@results_option("the audit's fits are cached under RESULTS/.cache/audits; a SPEC's verdicts are kept in "
+                "RESULTS/<experiment>/verify.csv, which the labels of the runs it verified read")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
 @click.option("--sensitivity/--no-sensitivity", default=True, show_default=True,
               help="the worst-case sensitivity game (a few seconds per verification)")
@@ -91,20 +92,15 @@ def verify(algorithm, dataset, model, epsilon, delta, params, runs, canary_steps
     if algorithm.endswith((".yaml", ".yml")):
         from dpbench.cli.verify_spec import run_spec
 
-        context = click.get_current_context()
-        given = [option for name, option in SETTINGS.items()
-                 if context.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
+        given = _given(SETTINGS)
         if given:
             raise click.UsageError(f"{', '.join(given)}: a SPEC is verified at its own settings")
         trials = 0 if trials is None else trials
-        if trials:
-            writable_folder(results)
+        writable_folder(results)  # the verdicts are kept in RESULTS/<experiment>/verify.csv
         sys.exit(run_spec(algorithm, profile=profile, max_settings=max_settings, all_epsilons=all_epsilons, runs=runs,
                           canary_steps=canary_steps, trials=trials, jobs=jobs, data_dir=data_dir, results=results,
                           progress=not no_progress, sensitivity=sensitivity))
-    context = click.get_current_context()
-    given = [option for name, option in SPEC_ONLY.items()
-             if context.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
+    given = _given(SPEC_ONLY)
     if given:
         raise click.UsageError(f"{', '.join(given)}: only for a SPEC (an experiment .yaml)")
     trials = 400 if trials is None else trials
@@ -126,3 +122,10 @@ def verify(algorithm, dataset, model, epsilon, delta, params, runs, canary_steps
         click.echo(f"  [{MARKS[finding.status]:>8}] {finding.check}: {finding.detail}")
     click.echo(f"verdict: {result.verdict}")
     sys.exit(result.exit_code)
+
+
+def _given(options: dict[str, str]) -> list[str]:
+    """The options (parameter name -> option as typed) set on the command line of the current command."""
+    context = click.get_current_context()
+    return [option for name, option in options.items()
+            if context.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
