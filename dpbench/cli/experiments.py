@@ -20,8 +20,12 @@ from dpbench.core.validation import NON_NEGATIVE
 @run_options
 @device_option
 @click.option("--force", is_flag=True, help="recompute cells that are already stored")
+@click.option("--partial", is_flag=True,
+              help="when cells fail, still draw what is stored (figures, curves.csv and the manifest then say "
+                   "'partial: k of n cells'); without it a grid with failed cells draws nothing")
 @results_option()
-def run(specs, profile, jobs, backend, scheduler, data_dir, no_progress, allow_large, device, force, results) -> None:
+def run(specs, profile, jobs, backend, scheduler, data_dir, no_progress, allow_large, device, force, partial,
+        results) -> None:
     """Run experiments: every cell not stored yet, then curves, figures and manifest.
 
     Several SPECs run under one progress bar (`make figures` runs experiments/*.yaml). The
@@ -29,8 +33,9 @@ def run(specs, profile, jobs, backend, scheduler, data_dir, no_progress, allow_l
     cells needs --allow-large. Finished cells are stored one by one as they finish
     (results/<experiment>/cells/), as are the L* solutions (results/.cache/), so an interrupted
     run resumes where it stopped and every stored result is reused; --force recomputes. A damaged
-    cell file is moved to cells/quarantine/ and recomputed. Exits 1 if any cell failed (the
-    failed cells are listed, the others kept, and the figures marked partial). One run writes a
+    cell file is moved to cells/quarantine/ and recomputed. Exits 1 if any cell failed: the
+    failed cells are listed (with the hyperparameters that tell them apart), the others kept, and
+    nothing is drawn unless --partial (then the figures say what is missing). One run writes a
     results folder at a time: a second one into the same folder exits 2 naming the first (a killed
     run leaves nothing locked).
     """
@@ -46,7 +51,11 @@ def run(specs, profile, jobs, backend, scheduler, data_dir, no_progress, allow_l
     started = time.perf_counter()
     summary = pipeline.run_experiments(exps, results=results, data_dir=data_dir, jobs=jobs, backend=backend,
                                        scheduler=scheduler, force=force, progress=not no_progress)
-    for exp in exps:  # failed cells are listed below and exit 1; what is stored is drawn, marked partial
+    if summary.failed and not partial:  # a figure drawn without the failed cells would not say they are missing
+        click.echo(f"figures and tables not drawn: {len(summary.failed)} cell(s) failed (listed below); a rerun "
+                   "retries them, --partial (or `dpbench plot --partial`) draws what is stored", err=True)
+        exps = []
+    for exp in exps:  # failed cells are listed below and exit 1; with --partial what is stored is drawn, marked so
         out = render.render(exp, results=results, summary=summary, partial=bool(summary.failed), data_dir=data_dir)
         click.echo(f"== {exp.name} [{exp.profile}] (seeds: {exp.seeds_summary()})")
         _report(exp, out)
@@ -66,13 +75,27 @@ def _claims_line(out) -> None:
         click.echo(f"claims: {len(out.claims)} ({verdict_counts(out.claims)}; claims.csv, claims.md)")
 
 
+def _varying_params(records: list[dict]) -> dict[str, list[str]]:
+    """Per algorithm, the hyperparameters whose values differ among these failed cells: what tells
+    their lines apart."""
+    seen: dict[str, dict[str, set]] = {}
+    for record in records:
+        cell = record.get("cell") or {}
+        for name, value in dict(cell.get("params") or {}).items():
+            seen.setdefault(cell.get("algorithm"), {}).setdefault(name, set()).add(repr(value))
+    return {algo: sorted(k for k, values in params.items() if len(values) > 1) for algo, params in seen.items()}
+
+
 def _exit_on_failures(summary) -> None:
     if summary.failed:
         click.echo(f"{len(summary.failed)} cell(s) failed (stored with their tracebacks in cells/<key>.json; "
                    f"a rerun retries them):", err=True)
+        varying = _varying_params(summary.failed)
         for record in summary.failed:
             cell = record.get("cell") or {}
             what = " ".join(f"{k}={cell[k]}" for k in ("algorithm", "dataset", "model", "epsilon", "rep") if k in cell)
+            params = dict(cell.get("params") or {})
+            what += "".join(f" {k}={params[k]}" for k in varying.get(cell.get("algorithm"), ()) if k in params)
             click.echo(f"  {record['key']} {what}: {record['error']}", err=True)
         sys.exit(1)
 

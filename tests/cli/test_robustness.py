@@ -298,7 +298,7 @@ def test_ctrl_c_is_one_line_keeps_what_was_stored_and_leaves_no_temporary_file(t
     assert not list(results.rglob(".*.tmp"))
 
 
-def test_run_with_failed_cells_marks_what_it_draws_partial(tmp_path, tiny_spec, data_dir, monkeypatch):
+def test_run_with_failed_cells_draws_only_with_partial_and_marks_it(tmp_path, tiny_spec, data_dir, monkeypatch):
     real = pipeline.run_cell
 
     def flaky(cell, context):
@@ -311,7 +311,14 @@ def test_run_with_failed_cells_marks_what_it_draws_partial(tmp_path, tiny_spec, 
     out = _run(["run", str(tiny_spec), "--results", str(results), "--data", str(data_dir), "--backend", "sequential",
                 "--no-progress"])
     assert out.exit_code == 1, out.output
-    assert "2 cell(s) failed" in out.stderr and "RuntimeError: injected failure" in out.stderr  # lr 0.5 and 1.0
+    assert "2 cell(s) failed" in out.stderr and "RuntimeError: injected failure" in out.stderr
+    lines = [line for line in out.stderr.splitlines() if "injected failure" in line]
+    assert len(lines) == 2 and any(" lr=0.5" in line for line in lines) and any(" lr=1.0" in line for line in lines)
+    assert "figures and tables not drawn: 2 cell(s) failed" in out.stderr and "--partial" in out.stderr
+    assert not (results / "tiny" / "curves.csv").exists()  # nothing drawn without the failed cells unsaid
+    out = _run(["run", str(tiny_spec), "--results", str(results), "--data", str(data_dir), "--backend", "sequential",
+                "--no-progress", "--partial"])
+    assert out.exit_code == 1, out.output
     n = len(spec.load(tiny_spec).cells())
     note = f"partial: {n - 2} of {n} cells"
     folder = results / "tiny"
