@@ -20,7 +20,7 @@ PACKAGES = ("numpy", "scipy", "pandas", "matplotlib", "joblib", "dp-accounting",
 
 
 #: manifest fields that differ between two runs giving the same results
-VOLATILE = ("created", "git", "last_run", "fit_seconds")
+VOLATILE = ("created", "git", "last_run", "fit_seconds", "platform")  # of the run, not of the results
 
 
 def write_manifest(path: Path, fresh: dict, results_changed: bool) -> None:

@@ -3,7 +3,10 @@ claims and manifest: the `dpbench plot` step, which trains nothing."""
 
 from __future__ import annotations
 
+import functools
 import gzip
+import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,10 +14,10 @@ import pandas as pd
 
 from dpbench.analysis import curves as curves_mod
 from dpbench.core.errors import DpbenchError
-from dpbench.core.store import atomic_write_bytes_via
+from dpbench.core.store import atomic_write_bytes_via, atomic_write_text
 from dpbench.experiment.audits import stored_audits
 from dpbench.experiment.baselines import majority_rates
-from dpbench.experiment.inventory import inventory, runs_and_selection
+from dpbench.experiment.inventory import inventory, lost_draws, runs_and_selection
 from dpbench.experiment.layout import (
     AUDIT_TIMINGS,
     CURVES_FILE,
@@ -28,7 +31,8 @@ from dpbench.experiment.layout import (
     titled,
 )
 from dpbench.experiment.manifest import manifest, write_manifest
-from dpbench.experiment.stored import complete_traces, coverage, in_spec, load_runs, load_traces
+from dpbench.experiment.stored import (StoredTableError, complete_traces, coverage, in_spec, load_runs, load_traces,
+                                       same_up_to_float_noise)
 from dpbench.experiment.verdicts import audits_for_claims, claims_from, significant_marks, with_marks, write_claims
 from dpbench.figures.audit import audit_figure
 from dpbench.figures.kinds import FIGURES, FigureKind
@@ -45,7 +49,8 @@ def render(exp: Experiment, *, results: str | Path = "results", summary: runner.
     writes nothing, unless `partial`: then the figures' titles, curves.csv (column `partial`) and
     the manifest say "partial: k of n cells". Files whose bytes would not change are left alone,
     and the manifest is rewritten only when a result changed, so it describes the run that made
-    the results. The per-cell table is gzipped (a few MB of privacy-ledger JSON per paper
+    the results; a runs table that equals the committed one up to float noise is replaced by it
+    before anything is drawn (`_committed_within_noise`), so such a rerun changes no file. The per-cell table is gzipped (a few MB of privacy-ledger JSON per paper
     experiment shrinks about 14x; pandas reads it as it is: `pd.read_csv("runs.csv.gz")`); fit
     times go to the local timings.csv.gz, since they differ on every run.
 
@@ -81,6 +86,11 @@ def render(exp: Experiment, *, results: str | Path = "results", summary: runner.
         note = f"partial: {len(records)} of {inv.expected} cells" + \
             (f", {len(audit_list)} of {len(exp.audits)} audits" if exp.audits else "")
     runs, selected, data_files = runs_and_selection(exp, results, records, inv.missing)
+    committed = _committed_within_noise(exp, results, runs) if records and not note else None
+    if committed is not None:  # the committed results up to float noise: every table and figure drawn from them
+        runs = committed
+        selected = curves_mod.selected_by_metric(runs, exp.metrics, exp.selection, exp.select_per,
+                                                 lost_draws(inv.missing))
     curves = curves_mod.curves_table(selected)
     if note and not curves.empty:
         curves = curves.assign(partial=note)
@@ -94,7 +104,8 @@ def render(exp: Experiment, *, results: str | Path = "results", summary: runner.
     if records:  # an audit-only experiment has no grid and writes no runs/curves tables
         timed = [c for c in ("fit_seconds",) if c in runs]
         changed.append(write_csv_gz(folder / RUNS_FILE, runs.drop(columns=timed)))
-        write_csv_gz(folder / "timings.csv.gz", runs[["key", *GROUP_COLUMNS, "rep", *timed]])  # local
+        if timed:
+            write_csv_gz(folder / "timings.csv.gz", runs[["key", *GROUP_COLUMNS, "rep", *timed]])  # local
         changed.append(atomic_write_bytes_via(folder / CURVES_FILE,
                                               lambda tmp: curves.to_csv(tmp, index=False, float_format="%.10g")))
     if not traces.empty:  # per-iteration curves of the selected fits (algorithms with trace_every)
@@ -117,17 +128,80 @@ def render(exp: Experiment, *, results: str | Path = "results", summary: runner.
     return Outputs(folder=folder, runs=runs, curves=curves, figures=figures, audits=audits, claims=verdicts)
 
 
+def _committed_within_noise(exp: Experiment, results: str | Path, runs: pd.DataFrame) -> pd.DataFrame | None:
+    """The committed runs table when the freshly built one differs from it only by float noise
+    (`stored.same_up_to_float_noise`: another CPU's kernels change the last bits of a loss), else
+    None. Drawing from it leaves runs.csv.gz, curves.csv, the figures and the manifest byte for byte
+    as committed: a rerun of unchanged code on another machine leaves the checkout clean."""
+    try:
+        committed = load_runs(exp, results)
+    except StoredTableError:
+        return None
+    return committed if same_up_to_float_noise(runs, committed) else None
+
+
 def draw_figures(exp: Experiment, curves: pd.DataFrame, traces: pd.DataFrame, folder: Path, *, note: str = "",
                  skipped: tuple[str, ...] = (), data_dir: str | None = None,
                  marks: pd.DataFrame | None = None, results: str | Path | None = None) -> list[Path]:
-    """Draw every figure of the spec (`figure_tables`) into `folder`; returns the written files."""
+    """Draw every figure of the spec (`figure_tables`) into `folder`; returns the figure files.
+
+    A figure whose inputs (its rows at full precision, title, metric, options, the drawing code and
+    matplotlib's version: `_figure_digest`) are those recorded in FIGURES_FILE when its files were
+    drawn is not drawn again: rasterising the same rows differs in a few pixels between machines, so
+    a rerun that changes no number leaves the committed figures as they are."""
     figures: list[Path] = []
     order = [a.label for a in exp.algorithms]
+    recorded = _recorded_figures(folder)
+    drawn: dict[str, dict] = {}
     for shown in figure_tables(exp, curves, traces, note=note, skipped=skipped, data_dir=data_dir, marks=marks,
                                results=results):
-        figures += shown.kind.draw(shown.table, shown.figure.metric, folder / shown.figure.name, title=shown.title,
-                                   algorithm_order=order, **dict(shown.figure.options))
+        name = shown.figure.name
+        digest = _figure_digest(shown, order)
+        known = recorded.get(name, {})
+        files = [folder / f for f in known.get("files", [])]
+        if known.get("inputs") != digest or not files or not all(f.is_file() for f in files):
+            files = shown.kind.draw(shown.table, shown.figure.metric, folder / name, title=shown.title,
+                                    algorithm_order=order, **dict(shown.figure.options))
+        drawn[name] = {"inputs": digest, "files": sorted(Path(f).name for f in files)}
+        figures += files
+    if drawn != recorded:
+        atomic_write_text(folder / FIGURES_FILE, json.dumps(drawn, indent=1, sort_keys=True) + "\n")
     return figures
+
+
+#: what each figure of an output folder was drawn from (`draw_figures`): name -> inputs digest, files
+FIGURES_FILE = "figures.json"
+
+
+def _recorded_figures(folder: Path) -> dict:
+    try:
+        recorded = json.loads((folder / FIGURES_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return recorded if isinstance(recorded, dict) else {}
+
+
+@functools.cache
+def _drawing_code() -> str:
+    """SHA-256 of the code that draws a figure (dpbench/figures/*.py and this module) and matplotlib's version."""
+    import matplotlib
+
+    from dpbench import figures as figures_pkg
+
+    sha = hashlib.sha256(matplotlib.__version__.encode())
+    for path in sorted(Path(figures_pkg.__file__).parent.glob("*.py")) + [Path(__file__)]:
+        sha.update(path.name.encode() + path.read_bytes())
+    return sha.hexdigest()
+
+
+def _figure_digest(shown: "ShownFigure", order: list[str]) -> str:
+    """What a figure is drawn from, as one SHA-256: its rows at full precision, title, metric, name,
+    options, the algorithm order and the drawing code (`_drawing_code`)."""
+    sha = hashlib.sha256(_drawing_code().encode())
+    sha.update(shown.table.to_csv(index=False).encode())
+    sha.update(json.dumps([shown.title, shown.figure.metric, shown.figure.name, order,
+                           sorted(dict(shown.figure.options).items())], default=str).encode())
+    return sha.hexdigest()
 
 
 @dataclass(frozen=True)

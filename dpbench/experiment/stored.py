@@ -11,6 +11,7 @@ figures and curves.csv from those tables, nothing trained and no cell read.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -166,6 +167,54 @@ def in_spec(exp, runs: pd.DataFrame) -> pd.DataFrame:
     keep = [t in spec for t in zip(runs["key"], runs["label"], runs["dataset_label"], runs["model_label"])]
     return runs[keep].reset_index(drop=True)
 
+#: relative and absolute tolerance under which two runs tables differ only by float noise (the last
+#: bits that another CPU's BLAS or numba kernels change: 5e-10 relative on a loss, measured)
+NOISE_RTOL, NOISE_ATOL = 1e-7, 1e-12
+
+
+def _close_values(a, b) -> bool:
+    """Two cell values equal up to float noise: numbers within the tolerance (NaN equal to NaN), JSON
+    texts whose parsed numbers are, anything else equal."""
+    if isinstance(a, str) and isinstance(b, str):
+        if a == b:
+            return True
+        if a[:1] in "[{" and b[:1] in "[{":
+            try:
+                return _close_values(json.loads(a), json.loads(b))
+            except ValueError:
+                return False
+        return False
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_close_values(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_close_values(x, y) for x, y in zip(a, b))
+    if isinstance(a, (bool, np.bool_)) or isinstance(b, (bool, np.bool_)):
+        return bool(a) == bool(b) and type(a) is type(b)
+    if isinstance(a, (int, float, np.integer, np.floating)) and isinstance(b, (int, float, np.integer, np.floating)):
+        return bool(np.isclose(float(a), float(b), rtol=NOISE_RTOL, atol=NOISE_ATOL, equal_nan=True))
+    if a is None or b is None or (isinstance(a, float) and np.isnan(a)) or (isinstance(b, float) and np.isnan(b)):
+        return (a is None or (isinstance(a, float) and np.isnan(a))) and (b is None or (isinstance(b, float) and np.isnan(b)))
+    return a == b
+
+
+def same_up_to_float_noise(new: pd.DataFrame, committed: pd.DataFrame) -> bool:
+    """Whether a freshly built runs table holds the committed one's rows (same keys, columns and order)
+    with every value equal up to float noise (`NOISE_RTOL`, `NOISE_ATOL`; JSON columns compared
+    number by number)."""
+    columns = [c for c in new.columns if c != "fit_seconds"]
+    if list(committed.columns) != columns or len(new) != len(committed):
+        return False
+    if not (new["key"].to_numpy() == committed["key"].to_numpy()).all():
+        return False
+    for column in columns:
+        a, b = new[column], committed[column]
+        if a.dtype.kind in "fi" and b.dtype.kind in "fi":
+            if not np.allclose(a.to_numpy(float), b.to_numpy(float), rtol=NOISE_RTOL, atol=NOISE_ATOL, equal_nan=True):
+                return False
+        elif not all(_close_values(x, y) for x, y in zip(a.tolist(), b.tolist())):
+            return False
+    return True
+
 
 __all__ = ["load_runs", "load_curves", "load_traces", "complete_traces", "coverage", "in_spec",
-           "StoredTableError", "Coverage"]
+           "same_up_to_float_noise", "StoredTableError", "Coverage"]
