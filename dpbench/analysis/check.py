@@ -133,9 +133,9 @@ def compare(new: pd.DataFrame, reference: pd.DataFrame, *, k: float = DEFAULT_K,
         row.update(ref_mean=a.mean() if len(a) else np.nan, new_mean=b.mean() if len(b) else np.nan,
                    seeds=len(b.index.intersection(a.index)), envelope=float(envelope.max()) if len(a) else np.nan)
         if not len(a):
-            row.update(status="new", delta=np.nan, se=np.nan, z=np.nan)
+            row.update(status="new", delta=np.nan, se=np.nan, z=np.nan, detectable=np.nan)
         elif not len(b):
-            row.update(status="missing", delta=np.nan, se=np.nan, z=np.nan)
+            row.update(status="missing", delta=np.nan, se=np.nan, z=np.nan, detectable=np.nan)
         else:
             common = a.index.intersection(b.index)
             d = (b.loc[common] - a.loc[common]).to_numpy(dtype=float)
@@ -153,10 +153,13 @@ def compare(new: pd.DataFrame, reference: pd.DataFrame, *, k: float = DEFAULT_K,
                 status = "DRIFT"  # one seed (e.g. an audit's bound): no spread to excuse a move
             else:
                 status = "within" if z <= k else "DRIFT"
-            row.update(status=status, delta=delta, se=se, z=z)
+            # the smallest |mean paired difference| this point would call a DRIFT: k SE, or (one seed, no
+            # spread to excuse a move) anything beyond float noise
+            detectable = k * se if np.isfinite(se) else float(np.max(float_noise(ref_common, rtol=rtol, atol=atol)))
+            row.update(status=status, delta=delta, se=se, z=z, detectable=detectable)
         rows.append(row)
-    return pd.DataFrame(rows, columns=[*POINT, "ref_mean", "new_mean", "delta", "se", "z", "seeds", "envelope",
-                                       "status"])
+    return pd.DataFrame(rows, columns=[*POINT, "ref_mean", "new_mean", "delta", "se", "z", "detectable", "seeds",
+                                       "envelope", "status"])
 
 
 def failed(table: pd.DataFrame) -> pd.DataFrame:
@@ -168,6 +171,13 @@ def report(table: pd.DataFrame, k: float) -> str:
     counts = table["status"].value_counts().to_dict()
     head = ", ".join(f"{counts.get(s, 0)} {s}" for s in ("same", "within", "unstable", "DRIFT", "missing", "new"))
     lines = [f"{len(table)} curve points: {head} (within = paired difference inside {k:g} standard errors)"]
+    shift = table.loc[table["detectable"].notna() & (table["status"] != "same")] if "detectable" in table else table
+    if not shift.empty:  # a point whose seeds did not move at all has no paired spread to size a shift with
+        worst = shift.loc[shift["detectable"].idxmax()]
+        lines.append(f"smallest shift each moved point would call a DRIFT ({k:g} SE of its paired difference): median "
+                     f"{shift['detectable'].median():.3g}, largest {worst['detectable']:.3g} ({worst['label']}, "
+                     f"{worst['dataset_label']} {worst['model_label']}, {worst['metric']}, mean "
+                     f"{worst['ref_mean']:.3g}); per moved point in the column `detectable` below")
     unstable = table[table["status"] == "unstable"]
     if not unstable.empty:
         lines.append("unstable = float-sensitive (other CPU kernels changed the reference's fit beyond float noise), "
@@ -177,7 +187,7 @@ def report(table: pd.DataFrame, k: float) -> str:
     if not moved.empty:
         show = moved.assign(epsilon=moved["epsilon"].map(lambda e: "-" if pd.isna(e) else f"{e:g}"))
         show = show[["status", "label", "dataset_label", "model_label", "epsilon", "metric", "ref_mean", "new_mean",
-                     "delta", "z", "seeds"]]
+                     "delta", "z", "detectable", "seeds"]]
         with pd.option_context("display.width", 200, "display.max_columns", 20, "display.float_format",
                                lambda v: f"{v:.6g}"):
             lines.append(show.rename(columns={"dataset_label": "dataset", "model_label": "model",

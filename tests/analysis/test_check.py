@@ -57,6 +57,20 @@ def test_statuses_of_the_paired_comparison():
     assert status(nonprivate, nonprivate) == ["same"]
 
 
+def test_each_point_says_the_smallest_shift_it_would_call_a_drift():
+    ref = points({0: 0.80, 1: 0.82, 2: 0.78, 3: 0.81})
+    new = points({0: 0.81, 1: 0.80, 2: 0.79, 3: 0.815})
+    (row,) = check.compare(new, ref, k=3.0).to_dict("records")
+    d = np.array([0.01, -0.02, 0.01, 0.005])
+    assert row["detectable"] == pytest.approx(3.0 * d.std(ddof=1) / 2.0)  # k SE of the paired difference
+    assert row["status"] == "within" and abs(row["delta"]) < row["detectable"]
+    text = check.report(check.compare(new, ref, k=3.0), 3.0)
+    assert "smallest shift each moved point would call a DRIFT (3 SE of its paired difference)" in text
+    assert "detectable" in text
+    (one,) = check.compare(points({0: 0.9}), points({0: 0.8})).to_dict("records")  # one seed: any move beyond noise
+    assert one["status"] == "DRIFT" and one["detectable"] < 1e-6
+
+
 @pytest.fixture(scope="module")
 def checkme(tmp_path_factory, data_dir):
     """CHECK_SPEC run once (its cells stored under results/), shared by the tests of this module."""
