@@ -123,7 +123,9 @@ def render(exp: Experiment, *, results: str | Path = "results", summary: runner.
             table = table.assign(partial=note)
         changed.append(atomic_write_bytes_via(folder / "audits.csv",
                                               lambda tmp: table.to_csv(tmp, index=False, float_format="%.6g")))
-        figures += audit_figure(audits, folder / "audit", title=titled(exp.description, note))
+        title = titled(exp.description, note)
+        figures += _drawn_unless_recorded(folder, "audit", _digest_of(table, [title]),
+                                          lambda: audit_figure(audits, folder / "audit", title=title))
     write_manifest(folder / "manifest.json", manifest(exp, runs, summary, data_files, note), any(changed))
     return Outputs(folder=folder, runs=runs, curves=curves, figures=figures, audits=audits, claims=verdicts)
 
@@ -146,26 +148,20 @@ def draw_figures(exp: Experiment, curves: pd.DataFrame, traces: pd.DataFrame, fo
     """Draw every figure of the spec (`figure_tables`) into `folder`; returns the figure files.
 
     A figure whose inputs (its rows at full precision, title, metric, options, the drawing code and
-    matplotlib's version: `_figure_digest`) are those recorded in FIGURES_FILE when its files were
+    matplotlib's version: `_digest_of`) are those recorded in FIGURES_FILE when its files were
     drawn is not drawn again: rasterising the same rows differs in a few pixels between machines, so
     a rerun that changes no number leaves the committed figures as they are."""
     figures: list[Path] = []
     order = [a.label for a in exp.algorithms]
-    recorded = _recorded_figures(folder)
-    drawn: dict[str, dict] = {}
     for shown in figure_tables(exp, curves, traces, note=note, skipped=skipped, data_dir=data_dir, marks=marks,
                                results=results):
-        name = shown.figure.name
-        digest = _figure_digest(shown, order)
-        known = recorded.get(name, {})
-        files = [folder / f for f in known.get("files", [])]
-        if known.get("inputs") != digest or not files or not all(f.is_file() for f in files):
-            files = shown.kind.draw(shown.table, shown.figure.metric, folder / name, title=shown.title,
-                                    algorithm_order=order, **dict(shown.figure.options))
-        drawn[name] = {"inputs": digest, "files": sorted(Path(f).name for f in files)}
-        figures += files
-    if drawn != recorded:
-        atomic_write_text(folder / FIGURES_FILE, json.dumps(drawn, indent=1, sort_keys=True) + "\n")
+        figures += _drawn_unless_recorded(
+            folder, shown.figure.name,
+            _digest_of(shown.table, [shown.title, shown.figure.metric, shown.figure.name, order,
+                                     sorted(dict(shown.figure.options).items())]),
+            lambda shown=shown: shown.kind.draw(shown.table, shown.figure.metric, folder / shown.figure.name,
+                                                title=shown.title, algorithm_order=order,
+                                                **dict(shown.figure.options)))
     return figures
 
 
@@ -183,25 +179,39 @@ def _recorded_figures(folder: Path) -> dict:
 
 @functools.cache
 def _drawing_code() -> str:
-    """SHA-256 of the code that draws a figure (dpbench/figures/*.py and this module) and matplotlib's version."""
+    """SHA-256 of the code that draws a figure (dpbench/figures/*.py; what this module passes it is in
+    the rows and fields of `_digest_of`) and matplotlib's version."""
     import matplotlib
 
     from dpbench import figures as figures_pkg
 
     sha = hashlib.sha256(matplotlib.__version__.encode())
-    for path in sorted(Path(figures_pkg.__file__).parent.glob("*.py")) + [Path(__file__)]:
+    for path in sorted(Path(figures_pkg.__file__).parent.glob("*.py")):
         sha.update(path.name.encode() + path.read_bytes())
     return sha.hexdigest()
 
 
-def _figure_digest(shown: "ShownFigure", order: list[str]) -> str:
-    """What a figure is drawn from, as one SHA-256: its rows at full precision, title, metric, name,
-    options, the algorithm order and the drawing code (`_drawing_code`)."""
+def _digest_of(table: pd.DataFrame, fields: list) -> str:
+    """What a figure is drawn from, as one SHA-256: its rows at full precision, the other `fields`
+    (title, metric, options, ...) and the drawing code (`_drawing_code`)."""
     sha = hashlib.sha256(_drawing_code().encode())
-    sha.update(shown.table.to_csv(index=False).encode())
-    sha.update(json.dumps([shown.title, shown.figure.metric, shown.figure.name, order,
-                           sorted(dict(shown.figure.options).items())], default=str).encode())
+    sha.update(table.to_csv(index=False).encode())
+    sha.update(json.dumps(fields, default=str).encode())
     return sha.hexdigest()
+
+
+def _drawn_unless_recorded(folder: Path, name: str, digest: str, draw) -> list[Path]:
+    """The files of figure `name`: those recorded in FIGURES_FILE when its inputs' digest is the
+    recorded one and they exist, else `draw()`'s (and the record updated)."""
+    recorded = _recorded_figures(folder)
+    known = recorded.get(name, {})
+    files = [folder / f for f in known.get("files", [])]
+    if known.get("inputs") == digest and files and all(f.is_file() for f in files):
+        return files
+    files = [Path(f) for f in draw()]
+    recorded[name] = {"inputs": digest, "files": sorted(f.name for f in files)}
+    atomic_write_text(folder / FIGURES_FILE, json.dumps(recorded, indent=1, sort_keys=True) + "\n")
+    return files
 
 
 @dataclass(frozen=True)
