@@ -15,10 +15,10 @@ from typing import Annotated
 import numpy as np
 from scipy import optimize
 
-from dpbench.algorithms import Fit, Param, PrivacyTarget, Problem, algorithm, ledger
+from dpbench.algorithms import Fit, Param, PrivacyTarget, Problem, algorithm, ledger, noisy_sgd_plan
 from dpbench.algorithms.releases import release
 from dpbench.core.ledger import Adjacency
-from dpbench.privacy import calibrate_dpsgd_noise, dpsgd_epsilon_report
+from dpbench.privacy import dpsgd_epsilon_report
 from dpbench.privacy.events import dpsgd_event_json
 
 Epochs = Annotated[float, Param("passes over the data", minimum=0, exclusive_minimum=True)]
@@ -34,6 +34,12 @@ def _ledger(privacy: PrivacyTarget, z: float, q: float, steps: int, clip_norm: f
                   sensitivity=clip_norm, event=dpsgd_event_json(z, q, steps),
                   sampling={"kind": "poisson", "rate": q, "expected_batch": B}, steps=steps, noise_multiplier=z,
                   **extra)
+
+
+def _plan(problem: Problem, privacy: PrivacyTarget, epochs: float, batch_size: float, clip_norm: float):
+    """DP-SGD's B, q, T, z and ledger for the target (`noisy_sgd_plan`, the built-in's calibration)."""
+    return noisy_sgd_plan(problem.n, privacy, epochs=epochs, batch_size=batch_size, clip_norm=clip_norm,
+                          calibration="rdp", paper_c=1.0)
 
 
 def _loop(problem, rng, *, rate, sigma, steps, lr, clip_norm, B, report=None, trace_rows=False):
@@ -56,27 +62,24 @@ def _loop(problem, rng, *, rate, sigma, steps, lr, clip_norm, B, report=None, tr
            private=True, updates=False)
 def quiet(problem: Problem, privacy: PrivacyTarget, rng: np.random.Generator, *, epochs: Epochs = 2.0,
           batch_size: Batch = 32.0, lr: Lr = 0.5, clip_norm: Clip = 1.0) -> Fit:
-    n = problem.n
-    B = min(float(batch_size), float(n))
-    q, steps = B / n, max(1, round(epochs * n / B))
-    z = calibrate_dpsgd_noise(privacy.epsilon, privacy.delta, q, steps)
-    theta, _, _ = _loop(problem, rng, rate=q, sigma=z * clip_norm / 4, steps=steps, lr=lr, clip_norm=clip_norm, B=B)
-    return Fit(theta=theta, privacy=_ledger(privacy, z, q, steps, clip_norm, B))
+    plan = _plan(problem, privacy, epochs, batch_size, clip_norm)
+    theta, _, _ = _loop(problem, rng, rate=plan.rate, sigma=plan.noise_std / 4, steps=plan.steps, lr=lr,
+                        clip_norm=clip_norm, B=plan.batch_size)
+    return Fit(theta=theta, privacy=plan.ledger)
 
 
 @algorithm("leaky_dpsgd", title="DP-SGD writing rows into its ledger and trace (tests)", citation="none",
            private=True, updates=True)
 def leak(problem: Problem, privacy: PrivacyTarget, rng: np.random.Generator, *, epochs: Epochs = 2.0,
          batch_size: Batch = 32.0, lr: Lr = 0.5, clip_norm: Clip = 1.0) -> Fit:
-    n = problem.n
-    B = min(float(batch_size), float(n))
-    q, steps = B / n, max(1, round(epochs * n / B))
-    z = calibrate_dpsgd_noise(privacy.epsilon, privacy.delta, q, steps)
+    plan = _plan(problem, privacy, epochs, batch_size, clip_norm)
     theta, trace, clean = _loop(
-        problem, rng, rate=q, sigma=z * clip_norm, steps=steps, lr=lr, clip_norm=clip_norm, B=B, trace_rows=True,
-        report=lambda t, th, r: release(t, th, r, z * clip_norm, rate=q, clip_norm=clip_norm, weight=1.0 / B))
-    return Fit(theta=theta, trace=trace, privacy=_ledger(privacy, z, q, steps, clip_norm, B,
-                                                         rows=problem.X[:5].tolist(), clean_gradient=clean.tolist()))
+        problem, rng, rate=plan.rate, sigma=plan.noise_std, steps=plan.steps, lr=lr, clip_norm=clip_norm,
+        B=plan.batch_size, trace_rows=True,
+        report=lambda t, th, r: release(t, th, r, plan.noise_std, rate=plan.rate, clip_norm=clip_norm,
+                                        weight=1.0 / plan.batch_size))
+    return Fit(theta=theta, trace=trace, privacy=plan.ledger.with_details(rows=problem.X[:5].tolist(),
+                                                                          clean_gradient=clean.tolist()))
 
 
 def lowered_rate(z: float, q: float, steps: int, epsilon: float, delta: float) -> float:
@@ -91,12 +94,10 @@ def lowered_rate(z: float, q: float, steps: int, epsilon: float, delta: float) -
            citation="none", private=True, updates=True)
 def shifted(problem: Problem, privacy: PrivacyTarget, rng: np.random.Generator, *, epochs: Epochs = 2.0,
             batch_size: Batch = 32.0, lr: Lr = 0.5, clip_norm: Clip = 1.0) -> Fit:
-    n = problem.n
-    B = min(float(batch_size), float(n))
-    q, steps = B / n, max(1, round(epochs * n / B))
-    z = calibrate_dpsgd_noise(privacy.epsilon, 1e-3, q, steps)
-    said = lowered_rate(z, q, steps, privacy.epsilon, privacy.delta)
+    plan = _plan(problem, PrivacyTarget(epsilon=privacy.epsilon, delta=1e-3), epochs, batch_size, clip_norm)
+    said = lowered_rate(plan.noise_multiplier, plan.rate, plan.steps, privacy.epsilon, privacy.delta)
+    B = plan.batch_size
     theta, _, _ = _loop(
-        problem, rng, rate=q, sigma=z * clip_norm, steps=steps, lr=lr, clip_norm=clip_norm, B=B,
-        report=lambda t, th, r: release(t, th, r, z * clip_norm, rate=said, clip_norm=clip_norm, weight=1.0 / B))
-    return Fit(theta=theta, privacy=_ledger(privacy, z, said, steps, clip_norm, B))
+        problem, rng, rate=plan.rate, sigma=plan.noise_std, steps=plan.steps, lr=lr, clip_norm=clip_norm, B=B,
+        report=lambda t, th, r: release(t, th, r, plan.noise_std, rate=said, clip_norm=clip_norm, weight=1.0 / B))
+    return Fit(theta=theta, privacy=_ledger(privacy, plan.noise_multiplier, said, plan.steps, clip_norm, B))
