@@ -17,6 +17,7 @@ from typing import Annotated
 import numpy as np
 
 from dpbench.algorithms import Fit, Param, PrivacyTarget, Problem, algorithm, ledger
+from dpbench.algorithms.dpsgd import BatchSize, ClipNorm, Epochs, LearningRate  # DP-SGD's declarations
 from dpbench.algorithms.releases import release
 from dpbench.core.ledger import Adjacency
 from dpbench.privacy import calibrate_dpsgd_noise, dpsgd_epsilon_report
@@ -29,10 +30,10 @@ CLIPPINGS = ("per_example", "sum", "median")
            citation="Abadi et al., CCS 2016", private=True, updates=True)
 def fit(
     problem: Problem, privacy: PrivacyTarget, rng: np.random.Generator, *,
-    epochs: Annotated[float, Param("passes over the data", minimum=0, exclusive_minimum=True)] = 2.0,
-    batch_size: Annotated[float, Param("expected Poisson batch size B", minimum=1)] = 32.0,
-    lr: Annotated[float, Param("step size", minimum=0, exclusive_minimum=True)] = 0.5,
-    clip_norm: Annotated[float, Param("clipping norm C", minimum=0, exclusive_minimum=True, role="clip_norm")] = 1.0,
+    epochs: Epochs = 2.0,
+    batch_size: BatchSize = 32.0,
+    lr: LearningRate = 0.5,
+    clip_norm: ClipNorm = 1.0,
     clipping: Annotated[str, Param("what is clipped", choices=CLIPPINGS)] = "per_example",
 ) -> Fit:
     model, X, y, n = problem.model, problem.X, problem.y, problem.n

@@ -31,6 +31,7 @@ from typing import Annotated
 import numpy as np
 
 from dpbench.algorithms import Fit, Param, PrivacyTarget, Problem, algorithm, ledger
+from dpbench.algorithms.dpsgd import BatchSize, ClipNorm, Epochs, LearningRate  # DP-SGD's declarations
 from dpbench.algorithms.releases import release
 from dpbench.core.ledger import Adjacency
 from dpbench.privacy import calibrate_dpsgd_noise, dpsgd_epsilon_report
@@ -44,11 +45,10 @@ BUGS = ("honest", "ledger_eps", "half_noise", "twice_steps", "wrong_rate", "no_c
            citation="Abadi et al., CCS 2016", private=True, updates=True)
 def fit(
     problem: Problem, privacy: PrivacyTarget, rng: np.random.Generator, *,
-    epochs: Annotated[float, Param("passes over the data", minimum=0, exclusive_minimum=True)] = 2.0,
-    batch_size: Annotated[float, Param("expected Poisson batch size B", minimum=1)] = 32.0,
-    lr: Annotated[float, Param("step size", minimum=0, exclusive_minimum=True)] = 0.5,
-    clip_norm: Annotated[float, Param("per-example clipping norm C", minimum=0, exclusive_minimum=True,
-                                      role="clip_norm")] = 1.0,
+    epochs: Epochs = 2.0,
+    batch_size: BatchSize = 32.0,
+    lr: LearningRate = 0.5,
+    clip_norm: ClipNorm = 1.0,
     bug: Annotated[str, Param("the bug", choices=BUGS)] = "honest",
     hidden_factor: Annotated[int, Param("hidden_steps: steps taken per step reported", minimum=1)] = 2,
     rate_factor: Annotated[float, Param("rate_135: the true rate over the declared one", minimum=0,

@@ -10,21 +10,17 @@ target (epsilon, delta); buggy_dpsgd.py (beside this file) holds the bugs of the
       every step declare lowered to the q' at which that z meets the target delta; batches are drawn
       at the true q (true epsilon ~1.4 at a nominal 1).
 """
-from typing import Annotated
 
 import numpy as np
 from scipy import optimize
 
-from dpbench.algorithms import Fit, Param, PrivacyTarget, Problem, algorithm, ledger, noisy_sgd_plan
+from dpbench.algorithms import Fit, PrivacyTarget, Problem, algorithm, ledger, noisy_sgd_plan
+from dpbench.algorithms.dpsgd import BatchSize, ClipNorm, Epochs, LearningRate  # DP-SGD's declarations
 from dpbench.algorithms.releases import release
 from dpbench.core.ledger import Adjacency
 from dpbench.privacy import dpsgd_epsilon_report
 from dpbench.privacy.events import dpsgd_event_json
 
-Epochs = Annotated[float, Param("passes over the data", minimum=0, exclusive_minimum=True)]
-Batch = Annotated[float, Param("expected Poisson batch size B", minimum=1)]
-Lr = Annotated[float, Param("step size", minimum=0, exclusive_minimum=True)]
-Clip = Annotated[float, Param("per-example clipping norm C", minimum=0, exclusive_minimum=True, role="clip_norm")]
 
 
 def _ledger(privacy: PrivacyTarget, z: float, q: float, steps: int, clip_norm: float, B: float, **extra) -> dict:
@@ -61,7 +57,7 @@ def _loop(problem, rng, *, rate, sigma, steps, lr, clip_norm, B, report=None, tr
 @algorithm("quiet_dpsgd", title="DP-SGD with a quarter of the noise, no step reported (tests)", citation="none",
            private=True, updates=False)
 def quiet(problem: Problem, privacy: PrivacyTarget, rng: np.random.Generator, *, epochs: Epochs = 2.0,
-          batch_size: Batch = 32.0, lr: Lr = 0.5, clip_norm: Clip = 1.0) -> Fit:
+          batch_size: BatchSize = 32.0, lr: LearningRate = 0.5, clip_norm: ClipNorm = 1.0) -> Fit:
     plan = _plan(problem, privacy, epochs, batch_size, clip_norm)
     theta, _, _ = _loop(problem, rng, rate=plan.rate, sigma=plan.noise_std / 4, steps=plan.steps, lr=lr,
                         clip_norm=clip_norm, B=plan.batch_size)
@@ -71,7 +67,7 @@ def quiet(problem: Problem, privacy: PrivacyTarget, rng: np.random.Generator, *,
 @algorithm("leaky_dpsgd", title="DP-SGD writing rows into its ledger and trace (tests)", citation="none",
            private=True, updates=True)
 def leak(problem: Problem, privacy: PrivacyTarget, rng: np.random.Generator, *, epochs: Epochs = 2.0,
-         batch_size: Batch = 32.0, lr: Lr = 0.5, clip_norm: Clip = 1.0) -> Fit:
+         batch_size: BatchSize = 32.0, lr: LearningRate = 0.5, clip_norm: ClipNorm = 1.0) -> Fit:
     plan = _plan(problem, privacy, epochs, batch_size, clip_norm)
     theta, trace, clean = _loop(
         problem, rng, rate=plan.rate, sigma=plan.noise_std, steps=plan.steps, lr=lr, clip_norm=clip_norm,
@@ -93,7 +89,7 @@ def lowered_rate(z: float, q: float, steps: int, epsilon: float, delta: float) -
 @algorithm("shifted_dpsgd", title="DP-SGD calibrated at delta 1e-3, its rate lowered to match (tests)",
            citation="none", private=True, updates=True)
 def shifted(problem: Problem, privacy: PrivacyTarget, rng: np.random.Generator, *, epochs: Epochs = 2.0,
-            batch_size: Batch = 32.0, lr: Lr = 0.5, clip_norm: Clip = 1.0) -> Fit:
+            batch_size: BatchSize = 32.0, lr: LearningRate = 0.5, clip_norm: ClipNorm = 1.0) -> Fit:
     plan = _plan(problem, PrivacyTarget(epsilon=privacy.epsilon, delta=1e-3), epochs, batch_size, clip_norm)
     said = lowered_rate(plan.noise_multiplier, plan.rate, plan.steps, privacy.epsilon, privacy.delta)
     B = plan.batch_size
