@@ -6,7 +6,8 @@ from __future__ import annotations
 import click
 
 from dpbench.cli.audit_text import format_audit
-from dpbench.cli.options import DATA_HELP, Checked, check_scheduler, device_option, results_option, writable_folder
+from dpbench.cli.options import (DATA_HELP, Checked, check_scheduler, device_option, progress_option, results_option,
+                                  writable_folder)
 from dpbench.core.errors import DpbenchError
 from dpbench.core.validation import DELTA, OPEN_UNIT, POSITIVE, Integral, Interval
 
@@ -60,7 +61,7 @@ from dpbench.core.validation import DELTA, OPEN_UNIT, POSITIVE, Integral, Interv
 @click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False), help=DATA_HELP)
 @results_option("fits are cached under RESULTS/.cache/audits")
 @click.option("--force", is_flag=True, help="recompute cached fits")
-@click.option("--no-progress", is_flag=True, help="no progress bar")
+@progress_option
 @device_option
 def audit(algorithm, dataset, model, epsilon, delta, trials, one_run, canaries, guesses, canary, threat, threshold,
           params, model_options, dataset_options, rows, alpha, seed, jobs, backend, scheduler, data_dir, results, force,

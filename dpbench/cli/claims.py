@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from dpbench.cli.options import load_spec, results_option, writable_folder
+from dpbench.cli.options import load_spec, progress_option, results_option, writable_folder
 
 
 def _counts(verdicts: list) -> dict[str, int]:
@@ -51,7 +51,8 @@ def verdict_counts(verdicts: list) -> str:
 @click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False),
               help="folder of the raw data files, read only for majority-class rates the stored majority.csv "
                    "lacks (default: $DPBENCH_DATA, else ./data)")
-def claims(spec, profile, results, markdown, readme, summary, selection, simulate, data_dir) -> None:
+@progress_option
+def claims(spec, profile, results, markdown, readme, summary, selection, simulate, data_dir, no_progress) -> None:
     """Verdicts of each experiment's `claims:` block: reproduced, contradicted, no difference
     beyond m, undecided or vacuous.
 
@@ -78,7 +79,7 @@ def claims(spec, profile, results, markdown, readme, summary, selection, simulat
         if not exp.claims:
             click.echo(f"{exp.name} [{exp.profile}]: no claims")
             continue
-        verdicts = verdicts_mod.claim_verdicts(exp, results, data_dir)
+        verdicts = verdicts_mod.claim_verdicts(exp, results, data_dir, progress=not no_progress)
         counts[exp.name] = _counts(verdicts)
         status[exp.name] = claims_mod.status_text([v.status for v in verdicts])
         click.echo(f"== {exp.name} [{exp.profile}]: {len(verdicts)} claims: {verdict_counts(verdicts)}")
@@ -97,7 +98,7 @@ def claims(spec, profile, results, markdown, readme, summary, selection, simulat
             _fill_block(readme, "--readme", exp.name, claims_mod.markdown(verdicts, verdicts_mod.exploratory_verdicts(exp, verdicts, results)))
             click.echo(f"written: the {exp.name} table of {readme}")
         if simulate:
-            _simulate(exp, verdicts, simulate)
+            _simulate(exp, verdicts, simulate, progress=not no_progress)
         if selection:
             changed = verdicts_mod.selection_flips(exp, verdicts, results)
             flips += changed
@@ -113,7 +114,7 @@ def claims(spec, profile, results, markdown, readme, summary, selection, simulat
         click.echo(f"written: {len(flips)} verdicts that depend on the selection in {selection}")
 
 
-def _simulate(exp, verdicts: list, experiments: int) -> None:
+def _simulate(exp, verdicts: list, experiments: int, progress: bool) -> None:
     """Print the family-wise error and power of the claims' procedure on the experiment's own shapes."""
     import pandas as pd
 
@@ -125,7 +126,7 @@ def _simulate(exp, verdicts: list, experiments: int) -> None:
         click.echo(f"{exp.name}: no claim with per-seed values to resample")
         return
     design = Design(exp.decide_looks) if exp.decide_looks else Design.fixed(max(len(exp.seeds), 2))
-    result = simulate_shapes(shapes, design, experiments)
+    result = simulate_shapes(shapes, design, experiments, progress=progress)
     click.echo(f"{exp.name}: {experiments} experiments resampled from {result.subtests} sub-tests of "
                f"{result.claims} claims, looks {design.looks} ({result.seconds:.0f} s)")
     with pd.option_context("display.width", 200):

@@ -8,7 +8,7 @@ import time
 import click
 
 from dpbench.cli.exits import ErrorExitGroup
-from dpbench.cli.options import DATA_HELP
+from dpbench.cli.options import DATA_HELP, progress_option
 
 
 @click.group(cls=ErrorExitGroup)
@@ -63,7 +63,7 @@ def verify(data_dir) -> None:
 @click.option("--base-url", default=None, metavar="URL",
               help="mirror holding the same paths as the originals under URL (replaces https://archive.ics.uci.edu "
                    "and http://kdd.ics.uci.edu; default: $DPBENCH_DATA_URL, else the originals)")
-@click.option("--no-progress", is_flag=True, help="no progress bars")
+@progress_option
 def fetch(names, data_dir, base_url, no_progress) -> None:
     """Download the original UCI files the papers used and verify their SHA-256.
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from dpbench.cli.claims import verdict_counts
-from dpbench.cli.options import check_scheduler, device_option, load_spec, results_option
+from dpbench.cli.options import check_scheduler, device_option, load_spec, progress_option, results_option
 
 
 @click.command()
@@ -35,7 +35,7 @@ from dpbench.cli.options import check_scheduler, device_option, load_spec, resul
 @click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False),
               help="folder of the raw data files (default: $DPBENCH_DATA, else ./data)")
 @results_option()
-@click.option("--no-progress", is_flag=True, help="no progress bars")
+@progress_option
 @device_option
 def decide(specs, profile, budget, max_seeds, write, freeze, confirm, jobs, backend, scheduler, data_dir, results,
            no_progress, device) -> None:

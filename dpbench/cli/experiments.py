@@ -10,8 +10,8 @@ import time
 import click
 
 from dpbench.cli.claims import verdict_counts
-from dpbench.cli.options import (Checked, check_scheduler, device_option, load_spec, results_option, run_options,
-                                 writable_folder)
+from dpbench.cli.options import (Checked, check_scheduler, device_option, load_spec, progress_option, results_option,
+                                 run_options, writable_folder)
 from dpbench.core.validation import NON_NEGATIVE
 
 
@@ -243,7 +243,8 @@ def _report(exp, out) -> None:
 @click.option("--device", default="cpu", show_default=True, type=click.Choice(("cpu", "gpu", "jax-cpu")),
               help="draw the cells `dpbench run --device` stored: gpu and jax-cpu read the JAX path's cells of its "
                    "families (the same cells for both), cpu the numpy path's")
-def plot(specs, profile, results, partial, from_runs, data_dir, device) -> None:
+@progress_option
+def plot(specs, profile, results, partial, from_runs, data_dir, device, no_progress) -> None:
     """Re-aggregate stored cells and audits and redraw the figures; trains nothing.
 
     If any cell of the grid has no usable stored result (not run, failed, damaged) or an audit is
@@ -257,7 +258,8 @@ def plot(specs, profile, results, partial, from_runs, data_dir, device) -> None:
     writable_folder(results)
     for exp in exps:
         # raises, writing nothing, on a partial grid (or, --from-runs, a runs table that is absent or short)
-        out = render.render(exp, results=results, partial=partial, from_runs=from_runs, data_dir=data_dir)
+        out = render.render(exp, results=results, partial=partial, from_runs=from_runs, data_dir=data_dir,
+                            progress=not no_progress)
         _report(exp, out)
         click.echo(f"figures: {', '.join(str(p) for p in out.figures)}")
         _claims_line(out)

@@ -22,6 +22,12 @@ def results_option(more: str = ""):
 DATA_HELP = "folder with the raw UCI files in their UCI layout (default: $DPBENCH_DATA, else ./data)"
 
 
+def progress_option(f):
+    """--no-progress: every verb that reads or computes at length (cells, trials, downloads, pages)
+    draws a progress bar on stderr; this flag turns it off (logs, CI)."""
+    return click.option("--no-progress", is_flag=True, help="no progress bars (stderr)")(f)
+
+
 class Checked(click.FloatRange):
     """A number option checked by a declared constraint (`dpbench.core.validation.Interval`), the
     same vocabulary and message as a spec value: `Invalid value for '--delta': must be < 1, got 2.0`
@@ -112,7 +118,7 @@ def run_options(f):
                      help="dask scheduler address (tcp://host:8786); without it --backend dask starts a local "
                           "cluster of --jobs workers"),
         click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False), help=DATA_HELP),
-        click.option("--no-progress", is_flag=True, help="no progress bar"),
+        progress_option,
         click.option("--allow-large", is_flag=True,
                      help="run a grid of more than dpbench.spec.experiment.MAX_CELLS (50,000) cells "
                           "(refused otherwise)"),

@@ -21,7 +21,12 @@ from dpbench.cli.options import DATA_HELP, load_spec, results_option, writable_f
               help="draw a figure's `baseline: majority` line (from the data sets' test labels, else the stored "
                    "majority.csv, as the PNG does)")
 @click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False), help=DATA_HELP)
-def report_(spec, profile, results, out, baseline, data_dir) -> None:
+@click.option("--counts", "count_pages", multiple=True, type=click.Path(exists=True, dir_okay=False), metavar="FILE",
+              help="only write the counts of every SPEC's committed results (cells, seeds per point, ε values, audits, "
+                   "claims, figures, reference values) into this Markdown file (e.g. README.md, "
+                   "docs/reproducibility.md; repeat for several) between <!-- results:counts --> and "
+                   "<!-- /results:counts -->, and build no site")
+def report_(spec, profile, results, out, baseline, data_dir, count_pages) -> None:
     """Write a static HTML site: an index and one page per experiment; trains nothing.
 
     Each page shows the experiment's figures as interactive plots (hover a point for its value,
@@ -35,6 +40,9 @@ def report_(spec, profile, results, out, baseline, data_dir) -> None:
     from dpbench.report import site as report
 
     experiments = [load_spec(s, profile) for s in spec]
+    if count_pages:
+        _write_counts(experiments, results, count_pages)
+        return
     target = out if out is not None else results
     writable_folder(target, "--out" if out is not None else "--results")
     start = time.perf_counter()
@@ -45,3 +53,19 @@ def report_(spec, profile, results, out, baseline, data_dir) -> None:
     click.echo(f"{Path(target) / 'index.html'}: {len(pages)} pages ({total / 1e6:.1f} MB) and assets/ "
                f"({assets / 1e6:.1f} MB, plotly.js included) in {time.perf_counter() - start:.1f} s; "
                f"open it in a browser")
+
+
+def _write_counts(experiments: list, results: str, pages: tuple[str, ...]) -> None:
+    """Write the `results:counts` block (dpbench.experiment.counts) of every page."""
+    from dpbench.core import blocks
+    from dpbench.core.store import atomic_write_text
+    from dpbench.experiment import counts
+
+    table = counts.counts_markdown([counts.counts(exp, results) for exp in experiments])
+    for page in pages:
+        try:
+            text = blocks.fill(Path(page).read_text(encoding="utf-8"), *counts.COUNTS_BLOCK, table)
+        except ValueError as exc:
+            raise click.UsageError(f"--counts {page}: {exc}") from None
+        atomic_write_text(page, text)
+        click.echo(f"written: the counts of {len(experiments)} experiments in {page}")

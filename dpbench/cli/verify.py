@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from dpbench.cli.options import DATA_HELP, Checked, results_option, writable_folder
+from dpbench.cli.options import DATA_HELP, Checked, progress_option, results_option, writable_folder
 from dpbench.core.validation import DELTA, POSITIVE, Integral, Interval
 
 #: the options that set what one verification runs at (a SPEC's own settings replace them)
@@ -42,7 +42,7 @@ MARKS = {"ok": "ok", "mismatch": "MISMATCH", "suspect": "SUSPECT", "skipped": "-
 @click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False), help=DATA_HELP)
 @results_option("the audit's fits are cached under RESULTS/.cache/audits; a SPEC's verdicts are kept in "
                 "RESULTS/<experiment>/verify.csv, which the labels of the runs it verified read")
-@click.option("--no-progress", is_flag=True, help="no progress bar")
+@progress_option
 @click.option("--sensitivity/--no-sensitivity", default=True, show_default=True,
               help="the worst-case sensitivity game (a few seconds per verification)")
 @click.option("--profile", default="full", show_default=True, help="SPEC only: the spec's profile (e.g. ci)")

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+from tqdm.auto import tqdm
 
 from dpbench.analysis import curves as curves_mod
 from dpbench.core.store import ResultStore
@@ -66,17 +67,20 @@ class Inventory:
         return f"{len(self.missing)} of {self.expected} cells have no usable result: {shown}{more}"
 
 
-def inventory(exp: Experiment, results: str | Path) -> Inventory:
+def inventory(exp: Experiment, results: str | Path, progress: bool = False) -> Inventory:
     """Usable records of the experiment's cells, and the cells without one.
 
     An `optional: true` dataset none of whose cells is stored counts as skipped (its file was
     absent when the experiment ran), not as missing. Labels are not part of a cell's identity, so
     two entries of a spec (e.g. a figure's dataset and the matching point of a sweep) can share a
-    stored cell; each gets its own record, named as the experiment names it.
+    stored cell; each gets its own record, named as the experiment names it. `progress`: a bar over
+    the cells read (tens of thousands for a paper's grid).
     """
     store = ResultStore(experiment_root(exp, results), required=RECORD_FIELDS)
     cells = exp.cells()
-    found: dict[str, tuple[dict | None, str | None]] = {c.key: store.read(c.key) for c in cells}
+    found: dict[str, tuple[dict | None, str | None]] = {
+        c.key: store.read(c.key)
+        for c in tqdm(cells, desc=f"{exp.name}: reading cells", unit="cell", disable=not progress, leave=False)}
     optional = {d.label for d in exp.datasets if d.optional}
     present = {c.dataset_label for c in cells if found[c.key][0] is not None or found[c.key][1] is not None}
     skipped = tuple(sorted(optional - present))

@@ -20,6 +20,9 @@ RUNS_FILE = "runs.csv.gz"  # the per-cell table of an output folder
 CURVES_FILE = "curves.csv"  # its curves (what the figures draw)
 
 
+FIGURES_FILE = "figures.json"  # what each figure was drawn from (render.draw_figures): name -> inputs digest, files
+
+
 MAJORITY_FILE = "majority.csv"  # the majority-class share of each test split (dataset_label, rep, majority)
 
 

@@ -21,6 +21,7 @@ from dpbench.experiment.inventory import inventory, lost_draws, runs_and_selecti
 from dpbench.experiment.layout import (
     AUDIT_TIMINGS,
     CURVES_FILE,
+    FIGURES_FILE,
     GROUP_COLUMNS,
     RUNS_FILE,
     TRACE_CURVES_FILE,
@@ -41,7 +42,8 @@ from dpbench.spec.experiment import Experiment, FigureSpec
 
 
 def render(exp: Experiment, *, results: str | Path = "results", summary: runner.RunSummary | None = None,
-           partial: bool = False, from_runs: bool = False, data_dir: str | None = None) -> Outputs:
+           partial: bool = False, from_runs: bool = False, data_dir: str | None = None,
+           progress: bool = False) -> Outputs:
     """Write runs.csv.gz, curves.csv, the figures and manifest.json into the output folder.
 
     Nothing is trained here (audits are read from their stored chunks). A grid with cells that
@@ -58,11 +60,12 @@ def render(exp: Experiment, *, results: str | Path = "results", summary: runner.
     (`render_from_runs`; the runs table, traces and manifest are left alone).
     `data_dir`: where the claims' screens and a figure's `baseline: majority` read the data sets'
     test labels (else majority.csv, which is brought up to date from them: `verdicts.majority_for`).
+    `progress`: a bar over the stored cells read.
     """
     if from_runs:
         return render_from_runs(exp, results=results, partial=partial, data_dir=data_dir)
     folder = output_folder(exp, results)
-    inv = inventory(exp, results)
+    inv = inventory(exp, results, progress)
     records = inv.records
     if not records and inv.expected:  # never overwrite stored tables and figures (e.g. committed ones) with empty ones
         committed = (folder / RUNS_FILE).is_file()
@@ -164,9 +167,6 @@ def draw_figures(exp: Experiment, curves: pd.DataFrame, traces: pd.DataFrame, fo
                                                 **dict(shown.figure.options)))
     return figures
 
-
-#: what each figure of an output folder was drawn from (`draw_figures`): name -> inputs digest, files
-FIGURES_FILE = "figures.json"
 
 
 def _recorded_figures(folder: Path) -> dict:

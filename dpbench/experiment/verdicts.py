@@ -43,12 +43,13 @@ def seed_points(exp: Experiment, results: str | Path, data_dir: str | None = Non
 # =============================================================================================
 # claims (dpbench.analysis.claims): verdicts of the experiment's `claims:` block
 # =============================================================================================
-def selected_for_claims(exp: Experiment, results: str | Path, per: str | None = None) -> dict[str, pd.DataFrame]:
+def selected_for_claims(exp: Experiment, results: str | Path, per: str | None = None,
+                        progress: bool = False) -> dict[str, pd.DataFrame]:
     """The selected runs per metric: from the stored cells, or, in a checkout without them, from
     the committed runs table (results/<exp>/runs.csv.gz, what a fresh clone has). `per` ("seed" or
-    "pooled", `curves.select`) overrides the spec's `select_per`."""
+    "pooled", `curves.select`) overrides the spec's `select_per`; `progress`: a bar over the cells read."""
     per = exp.select_per if per is None else per
-    records = inventory(exp, results).records
+    records = inventory(exp, results, progress).records
     if records:
         runs = curves_mod.runs_table(records)
     elif (output_folder(exp, results) / RUNS_FILE).is_file():
@@ -154,12 +155,14 @@ def with_marks(shown: pd.DataFrame, marks: pd.DataFrame) -> pd.DataFrame:
     return out.drop(columns="_eps")
 
 
-def claim_verdicts(exp: Experiment, results: str | Path = "results", data_dir: str | None = None) -> list:
+def claim_verdicts(exp: Experiment, results: str | Path = "results", data_dir: str | None = None,
+                   progress: bool = False) -> list:
     """dpbench.analysis.claims.Verdict of every claim of the experiment, from what is stored (nothing
-    is trained); `data_dir` is where the raw files are, for majority-class rates majority.csv lacks."""
+    is trained); `data_dir` is where the raw files are, for majority-class rates majority.csv lacks;
+    `progress`: a bar over the stored cells read."""
     if not exp.claims:
         return []
-    return claims_from(exp, selected_for_claims(exp, results), audits_for_claims(exp, results), data_dir,
+    return claims_from(exp, selected_for_claims(exp, results, progress=progress), audits_for_claims(exp, results), data_dir,
                        results=results)
 
 

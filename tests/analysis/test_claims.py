@@ -278,7 +278,9 @@ def test_each_papers_docs_page_carries_its_committed_claims_table():
         block = text[text.index(start) + len(start):text.index(end)].strip("\n")
         assert block == table.strip("\n"), \
             f"docs/papers/{name}.md's claims table is stale: run dpbench claims --readme docs/papers/{name}.md"
-    assert C.fill_readme(f"a {start}\nold\n{end} b", name, "| t |\n") == f"a {start}\n| t |\n{end} b"
+    assert C.fill_readme(f"a\n{start}\nold\n{end}\nb", name, "| t |\n") == f"a\n{start}\n| t |\n{end}\nb"
+    with pytest.raises(ValueError, match="line of its own"):  # a marker quoted in a sentence is not a block
+        C.fill_readme(f"see `{start}` and `{end}`", name, "| t |\n")
 
 
 # ---- the vocabulary: relations, quantifiers, screens -------------------------------------------------------------

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm
 
 from dpbench.analysis.claims.sequential import CONTRADICTED, REPRODUCED, Design, clopper_pearson, run_rounds
 from dpbench.analysis.claims.stats import ALPHA, SIDES, TESTS, combine_p, needed, relation_p, skewness
@@ -131,9 +132,10 @@ class ShapeResult:
 
 def simulate_shapes(shapes: Sequence[Shape], design: Design, n_experiments: int = 1000, *,
                     tests: Sequence[str] = TESTS, scenarios: Sequence[str] = tuple(SCENARIOS),
-                    rng_seed: int = 0, alpha: float = ALPHA) -> ShapeResult:
+                    rng_seed: int = 0, alpha: float = ALPHA, progress: bool = False) -> ShapeResult:
     """Run the procedure on `n_experiments` experiments resampled from `shapes` (module docstring)
-    for each test and scenario; the same random indices serve every test and scenario."""
+    for each test and scenario; the same random indices serve every test and scenario. `progress`:
+    a bar over the (test, scenario) pairs."""
     start = time.perf_counter()
     if not shapes:
         raise ValueError("simulate_shapes: no claim with sub-tests to resample")
@@ -145,32 +147,33 @@ def simulate_shapes(shapes: Sequence[Shape], design: Design, n_experiments: int 
     draws = [[rng.integers(0, x.size, size=(n_experiments, n)) for x in shape.values] for shape in shapes]
     weights = design.weights
     rows = []
-    for test in tests:
-        for name in scenarios:
-            skewed, others = SCENARIOS[name]
-            c = len(shapes)
-            p_hold = np.empty((n_experiments, c, len(design.looks)))
-            p_fail = np.empty_like(p_hold)
-            holds = np.zeros(c, dtype=bool)
-            for i, shape in enumerate(shapes):
-                worst = int(np.nanargmax(np.abs(np.nan_to_num(shape.skews, nan=0.0))))
-                shifts = np.full(len(shape.values), others)
-                shifts[worst] = skewed
-                sample = np.stack([_residuals(x, test)[idx] + shift * _scale(x)
-                                   for x, idx, shift in zip(shape.values, draws[i], shifts)], axis=1)
-                for k, look in enumerate(design.looks):
-                    hold, fail = relation_p(sample[..., :look], "greater", 0.0, test=test)
-                    p_hold[:, i, k], p_fail[:, i, k], _ = combine_p(hold, fail, np.full(hold.shape, np.nan),
-                                                                    shape.quantifier)
-                holds[i] = (shifts > 0).sum() >= needed(shape.quantifier, len(shape.values))
-            verdicts, _, _ = run_rounds(p_hold, p_fail, np.full(p_hold.shape, np.nan), weights, alpha)
-            wrong = ((verdicts == REPRODUCED) & ~holds) | ((verdicts == CONTRADICTED) & holds)
-            errors = int(wrong.any(axis=1).sum())
-            low, high = clopper_pearson(errors, n_experiments)
-            rows.append({"test": test, "scenario": name, "fwer": errors / n_experiments, "fwer_low": low,
-                         "fwer_high": high,
-                         "power": float((verdicts[:, holds] == REPRODUCED).mean()) if holds.any() else float("nan"),
-                         "decided": float((verdicts != "undecided").mean())})
+    pairs = [(test, name) for test in tests for name in scenarios]
+    for test, name in tqdm(pairs, desc="simulating the procedure", unit="scenario", disable=not progress,
+                           leave=False):
+        skewed, others = SCENARIOS[name]
+        c = len(shapes)
+        p_hold = np.empty((n_experiments, c, len(design.looks)))
+        p_fail = np.empty_like(p_hold)
+        holds = np.zeros(c, dtype=bool)
+        for i, shape in enumerate(shapes):
+            worst = int(np.nanargmax(np.abs(np.nan_to_num(shape.skews, nan=0.0))))
+            shifts = np.full(len(shape.values), others)
+            shifts[worst] = skewed
+            sample = np.stack([_residuals(x, test)[idx] + shift * _scale(x)
+                               for x, idx, shift in zip(shape.values, draws[i], shifts)], axis=1)
+            for k, look in enumerate(design.looks):
+                hold, fail = relation_p(sample[..., :look], "greater", 0.0, test=test)
+                p_hold[:, i, k], p_fail[:, i, k], _ = combine_p(hold, fail, np.full(hold.shape, np.nan),
+                                                                shape.quantifier)
+            holds[i] = (shifts > 0).sum() >= needed(shape.quantifier, len(shape.values))
+        verdicts, _, _ = run_rounds(p_hold, p_fail, np.full(p_hold.shape, np.nan), weights, alpha)
+        wrong = ((verdicts == REPRODUCED) & ~holds) | ((verdicts == CONTRADICTED) & holds)
+        errors = int(wrong.any(axis=1).sum())
+        low, high = clopper_pearson(errors, n_experiments)
+        rows.append({"test": test, "scenario": name, "fwer": errors / n_experiments, "fwer_low": low,
+                     "fwer_high": high,
+                     "power": float((verdicts[:, holds] == REPRODUCED).mean()) if holds.any() else float("nan"),
+                     "decided": float((verdicts != "undecided").mean())})
     return ShapeResult(tuple(rows), design, n_experiments, len(shapes), sum(len(s.values) for s in shapes),
                        time.perf_counter() - start)
 

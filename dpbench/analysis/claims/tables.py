@@ -8,6 +8,7 @@ import pandas as pd
 
 from dpbench.analysis.claims.stats import PARAMETER, TEST
 from dpbench.analysis.claims.verdicts import Verdict
+from dpbench.core import blocks
 
 
 def table(verdicts: list[Verdict], exploratory: dict[str, str] | None = None) -> pd.DataFrame:
@@ -129,17 +130,13 @@ def selection_markdown(flips: list[dict], experiments: list[str]) -> str:
 
 def readme_block(name: str) -> tuple[str, str]:
     """The markers between which a Markdown file carries experiment `name`'s generated claims table."""
-    return f"<!-- claims:{name} -->", f"<!-- /claims:{name} -->"
+    return blocks.markers("claims", name)
 
 
 def fill_readme(text: str, name: str, table_markdown: str) -> str:
     """`text` with the block of experiment `name` (`readme_block`) holding `table_markdown`;
     ValueError when the text has no such block."""
-    start, end = readme_block(name)
-    i, j = text.find(start), text.find(end)
-    if i < 0 or j < i:
-        raise ValueError(f"no {start} ... {end} block in the README")
-    return text[:i + len(start)] + "\n" + table_markdown.rstrip("\n") + "\n" + text[j:]
+    return blocks.fill(text, "claims", name, table_markdown)
 
 
 __all__ = ["SELECTION_BLOCK", "SUMMARY_BLOCK", "VERDICT_ORDER", "fill_readme", "markdown", "readme_block",
