@@ -54,6 +54,100 @@ def y_title(metric: str) -> str:
     return PLAIN_AXIS_LABELS.get(metric, METRICS.get(metric, (metric,))[0])
 
 
+#: the longest line of an axis title, in characters: a y title runs along the panel's plot area, 240 px
+#: high (a 340 px panel less its margins), and 28 characters of 12 px type take ~200 px, room for a font
+#: wider than the test machine's
+TITLE_CHARS = 28
+TITLE_FONT = 12
+MINOR_GRID = "#f3f3f3"
+#: log-axis labels inside this range are plain decimals (0.001 ... 1000), outside it 10^k
+PLAIN_TICKS = (1e-3, 1e4)
+#: labelled ticks of a log axis, coarsest first: decades, then 1-2-5, then every digit (`log_ticks`)
+MANTISSAS = ((1,), (1, 2, 5), (1, 2, 3, 4, 5, 6, 7, 8, 9))
+#: a log axis's labelled values reach this many decades beyond the panel's data, so zooming out keeps labels
+TICK_MARGIN = 3
+
+
+def axis_title(text: str, width: int = TITLE_CHARS) -> str:
+    """`text` in lines (plotly.js's `<br>`) of at most `width` characters where it can be.
+
+    A label of words followed by a formula (figures.style.PLAIN_AXIS_LABELS: "optimality gap L(θ; D_train)
+    − L*") breaks before the formula, its first word with a character other than a letter, when both
+    parts fit; anything else breaks at spaces; a word longer than `width` stays whole."""
+    if len(text) <= width:
+        return text
+    words = text.split(" ")
+    start = next((i for i, w in enumerate(words) if not w.isalpha()), len(words))
+    head, tail = " ".join(words[:start]), " ".join(words[start:])
+    if 0 < start < len(words) and len(head) <= width and len(tail) <= width:
+        return f"{head}<br>{tail}"
+    lines, line = [], ""
+    for word in words:
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return "<br>".join([*lines, line])
+
+
+def tick_label(value: float) -> str:
+    """A log axis's label of `value` (m × 10^k, m a digit): a plain decimal inside `PLAIN_TICKS`
+    (0.02, 1, 500), else 10^k or m×10^k in plotly.js's markup (10<sup>−5</sup>)."""
+    k = int(np.floor(np.log10(value) + 1e-9))
+    m = int(round(value / 10.0 ** k))
+    if PLAIN_TICKS[0] <= value < PLAIN_TICKS[1]:
+        return f"{m * 10.0 ** k:.{max(0, -k)}f}"
+    power = f"10<sup>{'−' if k < 0 else ''}{abs(k)}</sup>"
+    return power if m == 1 else f"{m}×{power}"
+
+
+def log_ticks(values) -> dict:
+    """The ticks of a log axis drawn over `values` (a panel's coordinates on that axis; only the positive
+    finite ones count), as plotly.js axis attributes.
+
+    Labelled: the decades (10^k) when two or more lie within the values' range; with fewer, 1, 2 and 5
+    × 10^k, else every digit × 10^k, whichever first puts two labels within the range, each labelled
+    with its full value (`tick_label`), never a bare digit; a range too short even for that (less than
+    a step between digits) gets plotly.js's linear steps on the log axis (dtick "L<step>"), labelled
+    in full too. Minor ticks and grid lines, unlabelled, mark 2 ... 9 × 10^k between labelled decades
+    and 1-2-5 ticks. The labelled values run `TICK_MARGIN` decades beyond the range."""
+    v = np.asarray([x for x in values if x is not None], dtype=float)
+    v = v[np.isfinite(v) & (v > 0)]
+    if not v.size:
+        return {"dtick": 1}
+    lo, hi = float(v.min()), float(v.max())
+    low, high = int(np.floor(np.log10(lo) + 1e-9)), int(np.floor(np.log10(hi) + 1e-9))
+    minor = {"dtick": "D1", "ticks": "outside", "ticklen": 3, "tickcolor": "#bbb", "showgrid": True,
+             "gridcolor": MINOR_GRID}
+    for mantissas in MANTISSAS:
+        inside = [m * 10.0 ** k for k in range(low, high + 1) for m in mantissas
+                  if lo * (1 - 1e-9) <= m * 10.0 ** k <= hi * (1 + 1e-9)]
+        if len(inside) >= 2:
+            vals = [float(f"{m}e{k}") for k in range(low - TICK_MARGIN, high + TICK_MARGIN + 1) for m in mantissas]
+            return {"tickmode": "array", "tickvals": vals, "ticktext": [tick_label(x) for x in vals],
+                    **({"minor": minor} if len(mantissas) < 9 else {})}
+    step = float(f"{(hi - lo) / 3:.0e}") if hi > lo else 10.0 ** (low - 1)
+    return {"tickmode": "linear", "tick0": 0, "dtick": f"L{step:g}"}
+
+
+def axis_layouts(title: str) -> dict:
+    """An axis's plotly.js attributes for each scale the page's switch offers, {"linear": ..., "log":
+    ...}: its title in lines that fit (`axis_title`) with room made for them (automargin); a panel's
+    `log_ticks` complete the log one."""
+    base = {"title": {"text": axis_title(title), "font": {"size": TITLE_FONT}}, "automargin": True,
+            "zeroline": False}
+    # a log axis's labelled ticks are marked (6 px) so their labels clear the shorter minor ticks (3 px)
+    return {"linear": {**base, "type": "linear"},
+            "log": {**base, "type": "log", "ticks": "outside", "ticklen": 6, "tickcolor": "#888"}}
+
+
+def _panel_ticks(traces: list[dict]) -> dict:
+    """A panel's `log_ticks` for x and y over every coordinate its traces draw."""
+    return {axis: log_ticks([v for t in traces for v in t.get(axis, [])
+                             if isinstance(v, (int, float)) and not isinstance(v, bool)]) for axis in ("x", "y")}
+
+
 def _fmt(value) -> str:
     """A number for hover text: 4 significant digits, thousands separated for integers."""
     if value is None or (isinstance(value, float) and not np.isfinite(value)):
@@ -249,9 +343,10 @@ def interactive_figure(shown: pd.DataFrame, view: View, metric: str, *, title: s
         traces += _majority_trace(panel, view, metric, legend)
         if reference and metric in RATES[reference].metrics:
             traces += _rate_traces(panel, view, reference, reference_curve, legend)
-        panels.append({"title": name, "traces": traces})
+        panels.append({"title": name, "traces": traces, "log_ticks": _panel_ticks(traces)})
     return {"id": figure_id, "title": title, "x_title": view.x_title, "y_title": y_title(metric),
             "x_log": view.x_log, "y_log": bool(log_y), "panels": panels,
+            "axes": {"x": axis_layouts(view.x_title), "y": axis_layouts(y_title(metric))},
             "legend": sorted(legend.values(), key=lambda e: bool(e.get("key")))}  # keys last, the rest as met
 
 
@@ -424,9 +519,12 @@ def audit_figure(audits: pd.DataFrame, audit_ids: list[int], figure_id: str = "a
                            "showlegend": False})
             legend[name] = {"name": name, "colour": AUDIT_COLOURS[kind], "dash": "none",
                             "filled": symbol == "circle", "symbol": symbol}
+    y_name = "audited lower bound on ε (95%)"
     return {"id": figure_id, "title": "audited lower bound against claimed ε", "x_title": "claimed ε",
-            "y_title": "audited lower bound on ε (95%)", "x_log": False, "y_log": False,
-            "legend": list(legend.values()), "panels": [{"title": "all audits", "traces": traces}]}
+            "y_title": y_name, "x_log": False, "y_log": False,
+            "axes": {"x": axis_layouts("claimed ε"), "y": axis_layouts(y_name)},
+            "legend": list(legend.values()),
+            "panels": [{"title": "all audits", "traces": traces, "log_ticks": _panel_ticks(traces)}]}
 
 
 def _audit_hover(row: pd.Series) -> str:
@@ -443,4 +541,5 @@ def _audit_hover(row: pd.Series) -> str:
     return "<br>".join(lines)
 
 
-__all__ = ["audit_figure", "interactive_figure", "params_text", "used_params", "y_title"]
+__all__ = ["audit_figure", "axis_layouts", "axis_title", "interactive_figure", "log_ticks", "params_text",
+           "tick_label", "used_params", "y_title"]

@@ -206,7 +206,7 @@ def build_groups(exp: Experiment, runs: pd.DataFrame, selected: dict[str, pd.Dat
 
 def _table_html(table: pd.DataFrame, *, css: str, row_ids: list[int] | None = None, limit_cols: list[str] | None = None
                 ) -> str:
-    """An HTML table of a data frame (cells escaped, empty for NaN), horizontally scrollable."""
+    """An HTML table of a data frame (cells escaped, empty for NaN), horizontally scrollable (the audits)."""
     if limit_cols is not None:
         table = table[[c for c in limit_cols if c in table]]
     head = "".join(f"<th>{escape(str(c))}</th>" for c in table.columns)
@@ -216,8 +216,7 @@ def _table_html(table: pd.DataFrame, *, css: str, row_ids: list[int] | None = No
         for column, value in row.items():
             value = _json_value(value)
             text = "" if value is None else (f"{value:.4g}" if isinstance(value, float) else str(value))
-            cls = f' class="verdict-{escape(text)}"' if column == "verdict" else ""
-            cells.append(f"<td{cls}>{escape(text)}</td>")
+            cells.append(f"<td>{escape(text)}</td>")
         attr = f' data-audit="{row_ids[i]}" tabindex="0"' if row_ids is not None else ""
         body.append(f"<tr{attr}>{''.join(cells)}</tr>")
     return (f'<div class="table-wrap"><table class="{css}"><thead><tr>{head}</tr></thead>'
@@ -227,8 +226,92 @@ def _table_html(table: pd.DataFrame, *, css: str, row_ids: list[int] | None = No
 AUDIT_COLUMNS = ["label", "algorithm", "dataset", "model", "canary", "threat", "method", "claim", "adjacency",
                  "claimed_epsilon", "epsilon_lower_bound", "confidence", "ceiling", "broken", "trials",
                  "epsilon_estimate", "epsilon_estimate_low", "epsilon_estimate_high", "estimate"]
-CLAIM_COLUMNS = ["id", "verdict", "claim", "where", "effect", "ci_low", "ci_high", "seeds", "p_holm",
-                 "p_contra_holm", "seeds_needed", "source", "quote", "note"]
+#: the claims table's columns (claims.csv, dpbench.analysis.claims.verdicts.Verdict.row): key, header,
+#: what it means (the header's hover and the legend under the table)
+CLAIM_FIELDS = (
+    ("id", "claim", "The claim's id in the experiment's spec (its claims: list). The sentence it tests, "
+                    "where it comes from and why it is encoded so are under “the paper's words”."),
+    ("verdict", "verdict", "reproduced: the relation holds on the panels its quantifier requires (Holm-adjusted "
+                           "p < 0.05); contradicted: it fails significantly; no difference beyond m: the "
+                           "difference is shown to lie within the metric's margin m; undecided: none of these "
+                           "at the seeds run; vacuous: a screen left nothing that could support it."),
+    ("claim", "relation tested", "The sentence as dpbench tests it: a relation between curves (or a trend over ε), "
+                                 "with its margin, on the panels (data set · model) its quantifier names."),
+    ("where", "deciding panel", "The panel the verdict turns on (and the ε points a screen left out): when "
+                                "reproduced, the weakest of the panels that must hold; when contradicted, the "
+                                "strongest evidence against; else the weakest support. For an audit claim, what "
+                                "the audits found."),
+    ("effect", "effect [95 % CI]", "On the deciding panel: the median over seeds of the per-seed statistic (a "
+                                   "paired difference, a slope, a spread), with its distribution-free 95 % "
+                                   "interval."),
+    ("p", "p-value (Holm)", "The p-value the verdict rests on, Holm-adjusted over every hypothesis of the "
+                            "experiment: that the claim holds (reproduced, undecided), that it fails "
+                            "(contradicted), or that it differs by no more than m (no difference beyond m). "
+                            "Below 0.05 decides. Every p-value is under “the paper's words”."),
+    ("seeds", "seeds used / needed", "Seeds on the deciding panel; for an undecided claim, after the slash, about "
+                                     "how many seeds the observed effects, held fixed, would need to decide it "
+                                     "(∞: they never would)."),
+)
+#: claims.csv's adjusted p-value of each hypothesis, and the verdict that rests on it
+CLAIM_P = (("holds", "p_holm"), ("fails", "p_contra_holm"), ("no difference beyond m", "p_equiv_holm"))
+VERDICT_P = {"contradicted": "p_contra_holm", "no difference beyond m": "p_equiv_holm"}
+
+
+def _number(value, digits: int = 4) -> str:
+    """A table number: `digits` significant digits, "–" for none, "∞" for infinity."""
+    value = _json_value(value)
+    if value is None or value == "":
+        return "–"
+    if isinstance(value, str):
+        return {"inf": "∞", "-inf": "−∞"}.get(value, value)
+    return f"{value:.{digits}g}" if isinstance(value, float) else str(value)
+
+
+def _slug(text: str) -> str:
+    return "-".join(str(text).split())
+
+
+def _claim_cells(row: dict) -> dict[str, str]:
+    """The HTML of each `CLAIM_FIELDS` cell of one claims.csv row (escaped)."""
+    verdict = str(row.get("verdict") or "")
+    effect = _number(row.get("effect"))
+    if _json_value(row.get("ci_low")) is not None:
+        effect += f" [{_number(row.get('ci_low'))}, {_number(row.get('ci_high'))}]"
+    seeds = _number(row.get("seeds"))
+    if verdict == "undecided" and _json_value(row.get("seeds_needed")) is not None:
+        seeds += f" / {_number(row.get('seeds_needed'), 3)}"
+    words = [("the paper's words", row.get("quote")), ("source", row.get("source")), ("why so", row.get("note")),
+             *((f"p-value (Holm): {name}", _number(row.get(column), 3)) for name, column in CLAIM_P
+               if _json_value(row.get(column)) is not None),
+             ("status", row.get("status"))]
+    details = "".join(f"<dt>{escape(k)}</dt><dd>{escape(str(v))}</dd>" for k, v in words
+                      if _json_value(v) not in (None, ""))
+    claim = escape(str(row.get("claim") or ""))
+    if details:
+        claim += f'<details><summary>the paper\'s words</summary><dl>{details}</dl></details>'
+    return {"id": f"<code>{escape(str(row.get('id') or ''))}</code>", "verdict": escape(verdict), "claim": claim,
+            "where": escape(_number(row.get("where"))), "effect": escape(effect),
+            "p": escape(_number(row.get(VERDICT_P.get(verdict, "p_holm")), 3)), "seeds": escape(seeds)}
+
+
+def claims_html(claims: pd.DataFrame) -> str:
+    """The claims table a person reads: plain headers, each explained by its hover (`CLAIM_FIELDS`) and
+    by the legend under the table; every cell labelled (data-label) for the stacked layout of narrow
+    windows (report.css: the label, then the cell's content, one <div>); the paper's sentence, its source, the encoding note and every adjusted
+    p-value folded into the relation's cell (a <details>), so the table fits its column."""
+    head = "".join(f'<th scope="col" class="col-{key}" title="{escape(why)}">{escape(label)}</th>'
+                   for key, label, why in CLAIM_FIELDS)
+    body = []
+    for row in claims.to_dict("records"):
+        cells = _claim_cells(row)
+        verdict = f" verdict-{escape(_slug(row.get('verdict') or ''))}"
+        body.append("<tr>" + "".join(f'<td class="col-{key}{verdict if key == "verdict" else ""}" '
+                                     f'data-label="{escape(label)}"><div>{cells[key]}</div></td>'
+                                     for key, label, _ in CLAIM_FIELDS) + "</tr>")
+    legend = "".join(f"<dt>{escape(label)}</dt><dd>{escape(why)}</dd>" for _, label, why in CLAIM_FIELDS)
+    return (f'<div class="table-wrap"><table class="claims stack"><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table></div>'
+            f'<details class="table-legend"><summary>what the columns mean</summary><dl>{legend}</dl></details>')
 
 
 def _read_csv(path: Path) -> pd.DataFrame | None:
@@ -322,8 +405,7 @@ def experiment_data(exp: Experiment, results: str | Path, out: Path, *, baseline
             "ledgers": groups.ledgers, "ledger_head": list(LEDGER_HEAD), "audits": audit_rows,
             "audits_html": _table_html(audits, css="audits", row_ids=list(range(len(audits))),
                                        limit_cols=AUDIT_COLUMNS) if audit_rows else "",
-            "claims_html": _table_html(claims, css="claims", limit_cols=CLAIM_COLUMNS)
-            if claims is not None and not claims.empty else "",
+            "claims_html": claims_html(claims) if claims is not None and not claims.empty else "",
             "claims_count": 0 if claims is None else int(len(claims)),
             "verdicts": {} if claims is None or "verdict" not in claims else
             {str(k): int(v) for k, v in claims["verdict"].value_counts().items()},
@@ -381,8 +463,7 @@ INDEX = """<!doctype html>
 <p class="lead">One page per experiment: interactive figures, the privacy ledger behind every point, audits,
 claims and provenance. Generated by <code>dpbench report</code> from the stored tables.</p></header>
 <main>
-<div class="table-wrap"><table class="index"><thead><tr><th>experiment</th><th>what</th><th>figures</th>
-<th>points</th><th>audits</th><th>claims</th><th>commit</th></tr></thead><tbody>
+<div class="table-wrap"><table class="index stack"><thead><tr>{head}</tr></thead><tbody>
 {rows}
 </tbody></table></div>
 </main>
@@ -460,16 +541,41 @@ def build(experiments: list[Experiment], results: str | Path = "results", out: s
             notify(f"{path}: {page.bytes / 1e6:.2f} MB, {page.figures} interactive figures ({page.panels} panels), "
                    f"{page.groups} points with ledgers ({page.ledgers} distinct), {page.audits} audits, "
                    f"{page.claims} claims ({page.seconds:.1f} s)")
-    rows = []
-    for page, data in pages:
-        prov = data["provenance"]
-        commit = str(prov.get("commit", ""))[:12]
-        what = escape(data["description"] or "")
-        rows.append(f'<tr><td><a class="experiment-link" href="{escape(page.path.name)}">{escape(page.experiment)}'
-                    f'</a></td><td>{what}</td><td>{page.figures}</td><td>{page.groups}</td><td>{page.audits}</td>'
-                    f'<td>{page.claims}</td><td><code>{escape(commit)}</code></td></tr>')
-    atomic_write_text(out / "index.html", INDEX.format(rows="\n".join(rows)))
+    atomic_write_text(out / "index.html", index_html(pages))
     return [p for p, _ in pages]
 
 
-__all__ = ["build", "experiment_data", "build_groups", "Page", "ReportError", "page_name", "write_assets"]
+#: the index's columns: key, header, what it counts (the header's hover)
+INDEX_FIELDS = (
+    ("experiment", "experiment", "the experiment's page"),
+    ("what", "what", "the spec's description"),
+    ("figures", "figures", "interactive figures on the page"),
+    ("points", "points", "curve points whose runs and privacy ledgers a click opens"),
+    ("audits", "audits", "rows of the audits table"),
+    ("claims", "claims", "claims tested, by verdict"),
+    ("commit", "commit", "the commit the results were computed at (manifest.json)"),
+)
+
+
+def index_html(pages: list[tuple[Page, dict]]) -> str:
+    """index.html: one row per written page (`Page` and its `experiment_data`), every cell labelled
+    (data-label) for the stacked layout of narrow windows (report.css)."""
+    head = "".join(f'<th scope="col" class="col-{key}" title="{escape(why)}">{escape(label)}</th>'
+                   for key, label, why in INDEX_FIELDS)
+    rows = []
+    for page, data in pages:
+        commit = str(data["provenance"].get("commit", ""))[:12]
+        verdicts = ", ".join(f"{v} {k}" for k, v in data.get("verdicts", {}).items())
+        cells = {"experiment": f'<a class="experiment-link" href="{escape(page.path.name)}">'
+                               f'{escape(page.experiment)}</a>',
+                 "what": escape(data["description"] or ""), "figures": str(page.figures),
+                 "points": str(page.groups), "audits": str(page.audits),
+                 "claims": str(page.claims) + (f' <span class="verdicts">({escape(verdicts)})</span>' if verdicts else ""),
+                 "commit": f"<code>{escape(commit)}</code>"}
+        rows.append("<tr>" + "".join(f'<td class="col-{key}" data-label="{escape(label)}"><div>{cells[key]}</div></td>'
+                                     for key, label, _ in INDEX_FIELDS) + "</tr>")
+    return INDEX.format(head=head, rows="\n".join(rows))
+
+
+__all__ = ["build", "claims_html", "experiment_data", "build_groups", "index_html", "Page", "ReportError", "page_name",
+           "write_assets"]

@@ -243,3 +243,62 @@ def test_cli_report(tmp_path):
     empty = CliRunner().invoke(main, ["report", str(ROOT / "experiments/quickstart.yaml"), "--results",
                                       str(tmp_path / "none"), "--out", str(tmp_path / "x")])
     assert empty.exit_code != 0 and "dpbench run" in empty.output
+
+
+RAW_COLUMNS = ("p_holm", "p_contra_holm", "p_equiv_holm", "seeds_needed", "ci_low", "ci_high")
+
+
+def _cells(html: str, tag: str) -> list[str]:
+    return re.findall(rf"<{tag}\b[^>]*>(.*?)</{tag}>", html, re.S)
+
+
+def test_claims_table_reads_in_plain_words():
+    """pidp's claims table: plain headers, each with a hover that explains it, and the same words in
+    the legend under it; no raw column name as a header; every cell labelled with its header (the
+    stacked layout of narrow windows); the p-value shown is the one the verdict rests on; an
+    undecided claim shows the seeds it would need; the paper's sentence folds into a <details>."""
+    claims = pd.read_csv(RESULTS / "pidp" / "claims.csv", keep_default_na=False, na_values=[""])
+    html = report.claims_html(claims)
+    head = html[html.index("<thead>"):html.index("</thead>")]
+    headers = re.findall(r'<th scope="col" class="col-(\w+)" title="([^"]+)">([^<]+)</th>', head)
+    assert [(k, label) for k, _, label in headers] == [(k, label) for k, label, _ in report.CLAIM_FIELDS]
+    assert [label for *_, label in headers] == ["claim", "verdict", "relation tested", "deciding panel",
+                                                 "effect [95 % CI]", "p-value (Holm)", "seeds used / needed"]
+    assert all(len(why) > 40 for _, why, _ in headers)
+    assert not any(raw in head for raw in RAW_COLUMNS) and "_" not in "".join(label for *_, label in headers)
+    legend = html[html.index('class="table-legend"'):]
+    assert all(f"<dt>{label}</dt>" in legend for _, label, _ in report.CLAIM_FIELDS)
+    rows = _cells(html[html.index("<tbody>"):], "tr")
+    assert len(rows) == len(claims)
+    for row, claim in zip(rows, claims.to_dict("records")):
+        labels = re.findall(r'<td class="col-(\w+)[^"]*" data-label="([^"]+)">', row)
+        assert labels == [(k, label) for k, label, _ in report.CLAIM_FIELDS], row[:300]
+        assert f"<code>{claim['id']}</code>" in row
+        assert f'verdict-{claim["verdict"].replace(" ", "-")}"' in row  # one class, not one per word
+        p_cell = re.search(r'data-label="p-value \(Holm\)"><div>([^<]*)<', row).group(1)
+        rests_on = {"contradicted": "p_contra_holm", "no difference beyond m": "p_equiv_holm"}.get(
+            claim["verdict"], "p_holm")
+        assert float(p_cell) == pytest.approx(claim[rests_on], rel=5e-3), (claim["id"], p_cell)
+        seeds = re.search(r'data-label="seeds used / needed"><div>([^<]*)<', row).group(1)
+        if claim["verdict"] == "undecided" and pd.notna(claim["seeds_needed"]):
+            assert seeds == f"{claim['seeds']} / {claim['seeds_needed']:.3g}", seeds
+        else:
+            assert seeds == str(claim["seeds"])
+        assert "<details><summary>the paper's words</summary>" in row and "<dt>the paper&#x27;s words</dt>" in row
+    assert "40 / 80" in html  # fig1-small-eps-difference-small-r1: undecided at 40 seeds, ~80 needed
+
+
+def test_index_labels_every_cell_and_counts_verdicts(site):
+    """index.html: a header with a hover per column, every cell labelled for the stacked layout, the
+    claims column with the verdicts' counts."""
+    out, _, _ = site
+    index = (out / "index.html").read_text()
+    head = index[index.index("<thead>"):index.index("</thead>")]
+    assert re.findall(r'title="[^"]+">([^<]+)</th>', head) == [label for _, label, _ in report.INDEX_FIELDS]
+    rows = _cells(index[index.index("<tbody>"):], "tr")
+    assert len(rows) == 3
+    for row in rows:
+        labels = re.findall(r'<td class="col-(\w+)" data-label="([^"]+)">', row)
+        assert labels == [(k, label) for k, label, _ in report.INDEX_FIELDS]
+    audit_row = next(r for r in rows if 'href="audit.html"' in r)
+    assert re.search(r"35 <span class=\"verdicts\">\(\d+ reproduced, ", audit_row), audit_row

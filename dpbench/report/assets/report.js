@@ -74,13 +74,21 @@
     return svg;
   }
 
+  // an axis of a panel on a scale: the figure's attributes for that scale (title in lines that fit),
+  // and on a log scale the panel's own ticks (labelled decades, unlabelled minor ticks; charts.py log_ticks)
+  function axisLayout(fig, panel, axis, type) {
+    var out = Object.assign({}, fig.axes[axis][type]);
+    if (type === "log") Object.assign(out, panel.log_ticks[axis]);
+    return out;
+  }
+
   // the title sits below plotly's toolbar (the modebar, top right, 26 px high), never under it
   function panelLayout(fig, panel) {
     return {
       title: { text: panel.title, font: { size: 13 }, x: 0.5, xanchor: "center", y: 1, yref: "container",
                yanchor: "top", pad: { t: 30 } },
-      xaxis: { type: fig.x_log ? "log" : "linear", title: { text: fig.x_title }, automargin: true, zeroline: false },
-      yaxis: { type: fig.y_log ? "log" : "linear", title: { text: fig.y_title }, automargin: true, zeroline: false },
+      xaxis: axisLayout(fig, panel, "x", fig.x_log ? "log" : "linear"),
+      yaxis: axisLayout(fig, panel, "y", fig.y_log ? "log" : "linear"),
       margin: { l: 60, r: 12, t: 54, b: 46 }, height: 340, autosize: true, showlegend: false, hovermode: "closest",
       hoverlabel: { align: "left" }, paper_bgcolor: "white", plot_bgcolor: "white",
     };
@@ -116,8 +124,10 @@
         var b = el("button", { type: "button", "data-scale": type, "aria-pressed": on ? "true" : "false", text: type });
         b.addEventListener("click", function () {
           group.querySelectorAll("button").forEach(function (o) { o.setAttribute("aria-pressed", o === b ? "true" : "false"); });
-          var update = {}; update[axis + "axis.type"] = type;
-          plots.forEach(function (div) { Plotly.relayout(div, update); });
+          plots.forEach(function (div) {  // the whole axis: a log scale brings its ticks, a linear one drops them
+            var update = {}; update[axis + "axis"] = axisLayout(fig, fig.panels[Number(div.dataset.panel)], axis, type);
+            Plotly.relayout(div, update);
+          });
         });
         group.appendChild(b);
       });
