@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from dpbench.cli.options import DATA_HELP, load_spec, results_option, writable_folder
+from dpbench.cli.options import DATA_HELP, load_spec, progress_option, results_option, writable_folder
 
 
 @click.command(name="report")
@@ -26,7 +26,8 @@ from dpbench.cli.options import DATA_HELP, load_spec, results_option, writable_f
                    "claims, figures, reference values) into this Markdown file (e.g. README.md, "
                    "docs/reproducibility.md; repeat for several) between <!-- results:counts --> and "
                    "<!-- /results:counts -->, and build no site")
-def report_(spec, profile, results, out, baseline, data_dir, count_pages) -> None:
+@progress_option
+def report_(spec, profile, results, out, baseline, data_dir, count_pages, no_progress) -> None:
     """Write a static HTML site: an index and one page per experiment; trains nothing.
 
     Each page shows the experiment's figures as interactive plots (hover a point for its value,
@@ -47,7 +48,7 @@ def report_(spec, profile, results, out, baseline, data_dir, count_pages) -> Non
     writable_folder(target, "--out" if out is not None else "--results")
     start = time.perf_counter()
     pages = report.build(experiments, results=results, out=target, notify=click.echo, baseline=baseline,
-                         data_dir=data_dir)
+                         data_dir=data_dir, progress=not no_progress)
     total = sum(p.bytes for p in pages)
     assets = sum(f.stat().st_size for f in (Path(target) / "assets").iterdir() if f.is_file())
     click.echo(f"{Path(target) / 'index.html'}: {len(pages)} pages ({total / 1e6:.1f} MB) and assets/ "

@@ -35,6 +35,7 @@ from typing import Callable
 
 import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm
 
 from dpbench.analysis import curves as curves_mod
 from dpbench.core.errors import DpbenchError
@@ -511,15 +512,17 @@ def write_assets(out: Path) -> None:
 
 def build(experiments: list[Experiment], results: str | Path = "results", out: str | Path | None = None,
           notify: Callable[[str], None] | None = None, *, baseline: bool = True,
-          data_dir: str | None = None) -> list[Page]:
+          data_dir: str | None = None, progress: bool = False) -> list[Page]:
     """Write <out>/index.html and one page per experiment (default out: the results folder).
 
     Every experiment's data is gathered before anything is written, so an experiment with nothing
-    stored (ReportError) leaves the site as it was. `baseline`, `data_dir`: `experiment_data`.
+    stored (ReportError) leaves the site as it was. `baseline`, `data_dir`: `experiment_data`;
+    `progress`: a bar over the experiments gathered (seconds each for a paper's).
     """
     out = Path(results if out is None else out)
     gathered = []
-    for exp in experiments:
+    for exp in tqdm(experiments, desc="gathering the report's data", unit="experiment", disable=not progress,
+                    leave=False):
         start = time.perf_counter()
         data = experiment_data(exp, results, out, baseline=baseline, data_dir=data_dir)
         gathered.append((exp, data, time.perf_counter() - start))
