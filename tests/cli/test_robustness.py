@@ -56,13 +56,13 @@ def test_plot_refuses_a_partial_grid_and_writes_nothing(stored, data_dir):
     files[1].write_text("")  # emptied
     folder = results / "tiny"
     before = _snapshot(folder)
-    out = _run(["plot", str(path), "--results", str(results)])
+    out = _run(["plot", str(path), "--results", str(results), "--no-progress"])
     assert out.exit_code == 2
     assert out.stderr.startswith(f"error: tiny [full]: 2 of {len(files)} cells have no usable result")
     assert "damaged: empty file" in out.stderr and "not valid JSON" in out.stderr and "--partial" in out.stderr
     assert _snapshot(folder) == before  # not a byte, not an mtime
 
-    partial = _run(["plot", str(path), "--results", str(results), "--partial"])
+    partial = _run(["plot", str(path), "--results", str(results), "--no-progress", "--partial"])
     assert partial.exit_code == 0, partial.output
     note = f"partial: {len(files) - 2} of {len(files)} cells"
     curves = (folder / "curves.csv").read_text()
@@ -124,7 +124,7 @@ def test_plot_trains_no_audit(tmp_path, data_dir):
     path = tmp_path / "aud.yaml"
     path.write_text(AUDIT_SPEC)
     results = tmp_path / "results"
-    out = _run(["plot", str(path), "--results", str(results)])
+    out = _run(["plot", str(path), "--results", str(results), "--no-progress"])
     assert out.exit_code == 2 and "no stored audits for aud [full]" in out.stderr, out.output
     assert not (results / ".cache" / "audits").exists()  # nothing trained, nothing written
 

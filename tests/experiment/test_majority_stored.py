@@ -211,7 +211,7 @@ def test_without_data_or_stored_rates_the_verdicts_cannot_be_computed_and_say_so
         assert part in message, (part, message)
     assert not (results / "quickstart" / MAJORITY_FILE).exists()
 
-    out = CliRunner().invoke(main, ["claims", str(SPEC), "--results", str(results)])
+    out = CliRunner().invoke(main, ["claims", str(SPEC), "--results", str(results), "--no-progress"])
     assert out.exit_code == 2, out.output
     errors = [line for line in out.output.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "breast_cancer" in errors[0] and "Traceback" not in out.output

@@ -71,15 +71,15 @@ def test_load_runs_gives_runs_table_dtypes_and_plot_from_runs_redraws_without_ce
 
     shutil.rmtree(results / "tiny" / "cells")  # a fresh clone: no per-cell store
     (results / "tiny" / "curves.csv").unlink()
-    plain = CliRunner().invoke(main, ["plot", str(path), "--results", str(results)])
+    plain = CliRunner().invoke(main, ["plot", str(path), "--results", str(results), "--no-progress"])
     assert plain.exit_code != 0 and "no stored cells" in plain.output
-    redraw = CliRunner().invoke(main, ["plot", str(path), "--results", str(results), "--from-runs"])
+    redraw = CliRunner().invoke(main, ["plot", str(path), "--results", str(results), "--no-progress", "--from-runs"])
     assert redraw.exit_code == 0, redraw.output
     assert (results / "tiny" / "curves.csv").read_text() == committed
     assert (results / "tiny" / "accuracy.png").stat().st_size > 0
 
     (results / "tiny" / "runs.csv.gz").unlink()
-    missing = CliRunner().invoke(main, ["plot", str(path), "--results", str(results), "--from-runs"])
+    missing = CliRunner().invoke(main, ["plot", str(path), "--results", str(results), "--no-progress", "--from-runs"])
     assert missing.exit_code == 2 and "runs.csv.gz not found" in missing.output
 
 

@@ -69,7 +69,7 @@ def test_a_verdict_that_depends_on_the_selection_is_listed_with_both_verdicts(tm
 
     page = tmp_path / "claims.md"
     page.write_text("# selection\n\n<!-- claims:selection -->\nstale\n<!-- /claims:selection -->\n")
-    out = CliRunner().invoke(main, ["claims", str(SPEC), "--results", str(results), "--selection", str(page)])
+    out = CliRunner().invoke(main, ["claims", str(SPEC), "--results", str(results), "--no-progress", "--selection", str(page)])
     assert out.exit_code == 0, out.output
     text = page.read_text()
     assert "stale" not in text and "| quickstart | `qs-reaches-nonprivate-at-3` |" in text
