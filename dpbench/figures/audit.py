@@ -18,12 +18,16 @@ import numpy as np
 import pandas as pd
 
 from dpbench.figures.frame import finish
+from dpbench.figures.style import REFERENCE_COLOUR, REFERENCE_STYLES
 
 AUDIT_RATIO_MAX = 2.0  # the right panel's x range: a ratio beyond it is drawn at the edge as ">"
 THREAT_SHORT = {"final_model": "final model", "all_updates": "all updates"}
-AUDIT_NOTE = ("bounds hold at 95% confidence (Clopper-Pearson, multi-run; Steinke-Nasr-Jagielski, one run with 1,000 "
-              "canaries and 100 guesses) · estimates assume a Gaussian trade-off (GDP) or the declared per-step "
-              "mechanism (measured), they are not bounds · every number: audits.csv")
+AUDIT_NOTE = ("bounds: 95% confidence (Clopper-Pearson multi-run; Steinke-Nasr-Jagielski one run, 1,000 canaries, "
+              "100 guesses) · estimates (GDP or the declared per-step mechanism) are not bounds · every number: "
+              "audits.csv · docs/audits.md")
+#: the marker of each audit method; filled for a valid claim, open for the paper's only or none
+METHOD_MARKERS = {"multi-run": "o", "one-run": "D"}
+DIAGONAL = {"color": "0.2", "linewidth": 1.0, "linestyle": "-"}  # audited = claimed, on both panels
 
 
 def audit_rows(audits: pd.DataFrame) -> pd.DataFrame:
@@ -49,15 +53,16 @@ def _audit_row_label(part: pd.DataFrame) -> str:
 def audit_figure(audits: pd.DataFrame, stem: str | Path, title: str = "") -> list[Path]:
     """Audited against claimed epsilon (left) and audited / claimed per audit (right).
 
-    Left: claimed epsilon (x) against the rigorous lower bounds (y): multi-run (circles) and one-run
-    (crosses), blue when the claim is a valid guarantee, red when it is the paper's only (or none);
-    the diagonal y = x (a bound above it refutes the claim at the audits' confidence) and the
-    multi-run ceiling. Right: one row per audit label (its threat model and trials a side), the
-    same bounds divided by the claimed epsilon, coloured by the claimed epsilon, with the estimate
-    (GDP or measured mechanism; not a bound) as a tick with its interval: how much of the claim
-    an adversary demonstrates (bound) or appears to have (estimate). Ratios beyond
-    AUDIT_RATIO_MAX are drawn at the edge as ">". Writes <stem>.png and <stem>.pdf; returns their
-    paths (none without an audit with a claimed epsilon).
+    Both panels draw one audit the same way: colour by claimed epsilon, marker by method (circle:
+    multi-run bound, diamond: one-run bound; `METHOD_MARKERS`), filled when the claim is a valid
+    guarantee and open when it is the paper's only (or none); the line audited = claimed (a bound
+    beyond it refutes the claim at the audits' confidence) solid on both. Left: claimed epsilon (x)
+    against the rigorous lower bounds (y) and the multi-run ceiling (grey, REFERENCE_STYLES
+    "ceiling"). Right: one row per audit label (its threat model and trials a side), the bounds
+    divided by the claimed epsilon, with the estimate (GDP or measured mechanism; not a bound) as a
+    tick on a pale bar, its interval: how much of the claim an adversary demonstrates (bound) or
+    appears to have (estimate). Ratios beyond AUDIT_RATIO_MAX are drawn at the edge as ">". Writes
+    <stem>.png and <stem>.pdf; returns their paths (none without an audit with a claimed epsilon).
     """
     data = audit_rows(audits)
     if data.empty:
@@ -73,30 +78,22 @@ def audit_figure(audits: pd.DataFrame, stem: str | Path, title: str = "") -> lis
     multi = data[data["method"] == "multi-run"]
     ceiling = float(multi["ceiling"].max()) if not multi.empty else float(data["ceiling"].max())
     top = max(float(data["claimed_epsilon"].max()), ceiling) * 1.08
-    left.plot([0, top], [0, top], color="0.3", linewidth=1, label="audited = claimed ε (a bound above it: refuted)")
+    left.plot([0, top], [0, top], label="audited = claimed ε (a bound beyond it: refuted)", **DIAGONAL)
     if not multi.empty:
-        left.axhline(ceiling, color="0.6", linestyle="--", linewidth=1,
+        left.axhline(ceiling, color=REFERENCE_COLOUR, linestyle=REFERENCE_STYLES["ceiling"][0], linewidth=1,
                      label=f"multi-run ceiling ({int(multi['trials'].max()):,} trials a side)")
     jitter = 0.25 / max(len(labels), 1)
     for i, label in enumerate(labels):
         part = data[data["label"] == label]
         x = part["claimed_epsilon"] + (i - (len(labels) - 1) / 2) * jitter
-        valid = part["claim"] == "valid"
-        for method, marker in (("multi-run", "o"), ("one-run", "x")):
-            for mask, colour in ((valid, "tab:blue"), (~valid, "tab:red")):
-                pick = mask & (part["method"] == method)
-                if pick.any():
-                    left.plot(x[pick], part.loc[pick, "epsilon_lower_bound"], linestyle="none", marker=marker,
-                              markersize=5 if marker == "x" else 6, color=colour, alpha=0.8,
-                              markerfacecolor=colour if marker == "o" else None)
-    for name, colour, marker in (("valid claim: multi-run bound (o), one-run bound (x)", "tab:blue", "o"),
-                                 ("paper-only / no claim: multi-run bound (o), one-run bound (x)", "tab:red", "o")):
-        left.plot([], [], linestyle="none", marker=marker, color=colour, label=name)
+        for j, row in part.iterrows():
+            left.plot(x[j], row["epsilon_lower_bound"], **_bound_style(row, eps_colour[row["claimed_epsilon"]]),
+                      alpha=0.85)
     left.set_xlim(0, top)
     left.set_ylim(0, top)
     left.set_xlabel("claimed ε")
     left.set_ylabel("audited lower bound on ε (95%)")
-    right.axvline(1.0, color="0.3", linewidth=1)
+    right.axvline(1.0, **DIAGONAL)
     k = len(eps_values)
     for i, label in enumerate(labels):
         part = data[data["label"] == label]
@@ -105,20 +102,16 @@ def audit_figure(audits: pd.DataFrame, stem: str | Path, title: str = "") -> lis
             colour = eps_colour[eps]
             for _, row in part[part["claimed_epsilon"] == eps].iterrows():
                 ratio = float(row["epsilon_lower_bound"]) / eps
-                beyond = ratio > AUDIT_RATIO_MAX
-                if row["method"] == "one-run":
-                    right.plot(min(ratio, AUDIT_RATIO_MAX), y, marker=">" if beyond else "x", markersize=5,
-                               color=colour, linestyle="none")
-                    continue
-                face = colour if row["claim"] == "valid" else "none"
-                right.plot(min(ratio, AUDIT_RATIO_MAX), y, marker=">" if beyond else "o", markersize=5.5,
-                           color=colour, markerfacecolor=face, linestyle="none")
+                style = _bound_style(row, colour)
+                if ratio > AUDIT_RATIO_MAX:
+                    style["marker"] = ">"
+                right.plot(min(ratio, AUDIT_RATIO_MAX), y, **style)
                 est = float(row["epsilon_estimate"])
-                if np.isfinite(est):
+                if row["method"] == "multi-run" and np.isfinite(est):
                     lo = float(row["epsilon_estimate_low"]) / eps
                     hi = float(row["epsilon_estimate_high"]) / eps
                     right.plot([min(lo, AUDIT_RATIO_MAX), min(hi if np.isfinite(hi) else np.inf, AUDIT_RATIO_MAX)],
-                               [y, y], color=colour, linewidth=0.8, alpha=0.45)
+                               [y, y], color=colour, linewidth=2, alpha=0.25, solid_capstyle="butt", zorder=1.5)
                     right.plot(min(est / eps, AUDIT_RATIO_MAX), y, marker="|", markersize=8, color=colour,
                                linestyle="none")
     right.set_yticks(range(len(labels)))
@@ -126,12 +119,30 @@ def audit_figure(audits: pd.DataFrame, stem: str | Path, title: str = "") -> lis
     right.set_ylim(len(labels) - 0.5, -0.5)
     right.set_xlim(0, AUDIT_RATIO_MAX * 1.03)
     right.set_xlabel("audited / claimed ε")
-    for eps in eps_values:
-        right.plot([], [], linestyle="none", marker="s", color=eps_colour[eps], label=f"claimed ε = {eps:g}")
-    for name, style in (("multi-run bound (filled: valid claim, open: paper-only / none)", {"marker": "o"}),
-                        ("estimate | with its interval (not a bound)", {"marker": "|", "markersize": 8}),
-                        ("one-run bound", {"marker": "x"}), (f"beyond {AUDIT_RATIO_MAX:g}", {"marker": ">"})):
-        right.plot([], [], linestyle="none", color="0.4", label=name, **style)
+    _audit_key(right, eps_colour, data)
     for ax in (left, right):
         ax.grid(True, alpha=0.25)
     return finish(fig, axes, width, textwrap.fill(title, 130), stem, note=AUDIT_NOTE)
+
+
+def _bound_style(row: pd.Series, colour) -> dict:
+    """Plot keywords of one audit's bound: marker by method, filled for a valid claim, open otherwise."""
+    return {"linestyle": "none", "marker": METHOD_MARKERS.get(str(row["method"]), "o"),
+            "markersize": 5 if row["method"] == "one-run" else 6, "color": colour,
+            "markerfacecolor": colour if row["claim"] == "valid" else "white"}
+
+
+def _audit_key(ax, eps_colour: dict, data: pd.DataFrame) -> None:
+    """The legend entries of the audit figure (drawn empty on `ax`): a colour per claimed epsilon, then
+    the markers in grey: each method's, filled and open, the estimate and the edge marker."""
+    for eps, colour in eps_colour.items():
+        ax.plot([], [], linestyle="none", marker="s", color=colour, label=f"claimed ε = {eps:g}")
+    grey = "0.35"
+    for method, marker in METHOD_MARKERS.items():
+        if (data["method"] == method).any():
+            for valid, face, what in ((True, grey, "valid claim"), (False, "white", "paper-only / no claim")):
+                ax.plot([], [], linestyle="none", marker=marker, color=grey, markerfacecolor=face,
+                        label=f"{method} bound, {what}")
+    ax.plot([], [], linestyle="none", marker="|", markersize=8, color=grey, label="estimate (not a bound)")
+    ax.plot([], [], color=grey, linewidth=2, alpha=0.25, solid_capstyle="butt", label="its interval")
+    ax.plot([], [], linestyle="none", marker=">", color=grey, label=f"beyond {AUDIT_RATIO_MAX:g}")

@@ -1,6 +1,8 @@
-"""What frames the panels of every static figure: one legend shared by the panels, a footer that
-says how to read them, the title, the small notes in a panel's emptiest corner; and the files:
-PNG and PDF written atomically, the same curves giving the same bytes.
+"""What frames the panels of every static figure: one legend entry per method shared by the
+panels, a compact key of the line styles and markers used, a footer of at most two lines (bands,
+seeds, where the details are), the title, the small notes in a panel's emptiest corner, the zero
+marks of log axes; and the files: PNG and PDF written atomically, the same curves giving the same
+bytes.
 
 The backend is Agg (files only, never a window): every figure is finished here, so importing this
 module sets it before any figure is drawn.
@@ -21,17 +23,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from dpbench.core.store import atomic_write_bytes_via  # noqa: E402
-from dpbench.figures.style import REFERENCE_COLOUR  # noqa: E402
+from dpbench.figures.bands import ZERO_STRIP, place_zero_marks  # noqa: E402
+from dpbench.figures.ranges import place_outlier_note  # noqa: E402
+from dpbench.figures.style import REFERENCE_COLOUR, STYLE_MEANINGS  # noqa: E402
 
-BAND_NOTE = "bands: 95% confidence interval of the mean over seeds (Student t; curves.csv ci_low, ci_high), kept " \
-            "inside the metric's range"
-LOG_NOTE = ("log axes: ▽ = a mean ≤ 0, drawn at the panel's floor (a decade below its smallest positive mean); "
-            "a band's lower edge is clipped to a decade below its mean (an interval reaching 0 has no log)")
-CLAIM_NOTE = ("line style = what the DP guarantee covers (the legend says it too): solid, filled markers: valid "
-              "for the curve as drawn (one hyperparameter setting, or private selection drawn at its end-to-end ε) · "
-              "solid, open markers: valid per run only (hyperparameters selected among k on validation data with no "
-              "ε for the selection, δ ≥ 1/n, or features scaled with the data's own ranges) · dash-dot: ε claimed by the paper only (proof unsound; open markers: "
-              "also selected among k) · dotted: ε not certified for this model · dashed: non-private · " + BAND_NOTE)
+BAND_NOTE = "bands: 95% confidence interval of the mean over seeds (Student t)"
+DETAILS_NOTE = "what each line style's guarantee covers: docs/validity.md"
+FOOTER_LINES = 2  # the footer's most lines
+KEY_COLOUR = "0.25"  # the style key's swatches (the legend's colours are the methods')
 DPI = 130
 FORMATS = (".png", ".pdf")
 
@@ -53,52 +52,125 @@ def seeds_note(curves: pd.DataFrame) -> str:
     return f"seeds per point: {common}; " + ", ".join(parts)
 
 
-def claim_note(log: bool) -> str:
-    """The default footer: the line styles and the bands, and the log-axis floor when a panel has one."""
-    return CLAIM_NOTE + (" · " + LOG_NOTE if log else "")
+def footer(width: float, *parts: str) -> str:
+    """The footer: `parts` (empty ones left out) joined by " · " and wrapped to the figure's width,
+    at most FOOTER_LINES lines (a longer text is wrapped wider, in smaller print: `finish`)."""
+    text = " · ".join(p for p in parts if p)
+    chars = int(width * 16)
+    lines = textwrap.wrap(text, width=chars)
+    while len(lines) > FOOTER_LINES:
+        chars += 10
+        lines = textwrap.wrap(text, width=chars)
+    return "\n".join(lines)
+
+
+def key_style(ax, meaning: str) -> None:
+    """Show the line style of `meaning` (style.STYLE_MEANINGS) in the figure's style key."""
+    ax.figure.__dict__.setdefault("_dpbench_styles", set()).add(meaning)
+
+
+def key_entry(ax, name: str, **line: object) -> None:
+    """A swatch of the figure's key besides the line styles: `name` drawn as a line with `line`'s
+    keywords (e.g. a marker per epsilon, the claim marks)."""
+    ax.figure.__dict__.setdefault("_dpbench_keys", {}).setdefault(name, line)
+
+
+def style_key(fig) -> tuple[list, list[str]]:
+    """(handles, names) of the style key: the line styles used (`key_style`), in STYLE_MEANINGS'
+    order, in grey with a marker filled or open as the curves draw them, then the other swatches
+    (`key_entry`)."""
+    from matplotlib.lines import Line2D
+
+    used = getattr(fig, "_dpbench_styles", set())
+    handles, names = [], []
+    for meaning, (style, filled, text) in STYLE_MEANINGS.items():
+        if meaning in used:
+            marker = {} if filled is None else {"marker": "o", "markersize": 4.5,
+                                                "markerfacecolor": KEY_COLOUR if filled else "white"}
+            handles.append(Line2D([], [], color=KEY_COLOUR, linestyle=style, linewidth=1.5, **marker))
+            names.append(text)
+    for name, line in getattr(fig, "_dpbench_keys", {}).items():
+        handles.append(Line2D([], [], **{"color": KEY_COLOUR, "linestyle": "none", **line}))
+        names.append(name)
+    return handles, names
+
+
+def _fitted_legend(fig, handles: list, names: list[str], width: float, most: int, **kwargs):
+    """A figure legend at the bottom in the most columns (at most `most`) that fit the width."""
+    renderer = fig.canvas.get_renderer()
+    for ncol in range(min(len(names), most), 0, -1):
+        legend = fig.legend(handles, names, loc="lower center", ncol=ncol, frameon=False, **kwargs)
+        if legend.get_window_extent(renderer).width / fig.dpi <= width * 0.97 or ncol == 1:
+            return legend
+        legend.remove()
+    return None
 
 
 def finish(fig, axes, width: float, title: str, stem: str | Path, note: str | None = None,
            extra: str = "", order: list[str] | None = None, log: bool = True) -> list[Path]:
-    """Shared legend, footer and title below/above the panels; save png and pdf (`save`).
+    """Legend, style key, footer and title below/above the panels; save png and pdf (`save`).
 
-    Legend entries that differ only in a candidate count ("selected among 2" / "among 6", the same
-    line style) are merged into one ("among 2/6"); entries follow `order` (the labels), reference
-    lines last, in as many columns as fit the width. `note`: the footer (default: the claim styles
-    and the bands, `log` saying whether a panel has a log axis); `extra`: a first footer line
-    (what a figure's reference line is). The panels keep their height: the figure grows by the
-    legend, footer and title.
+    The legend has one entry per name (`merged_legend`: one per method, reference lines last), its
+    swatch the method's line where all its curves look alike, else a patch of its colour; the
+    style key (`style_key`) says what the line styles and markers mean. `note`: the footer (default:
+    the bands and where the guarantees are explained); `extra`: what goes before it (seeds per
+    point, ...); at most FOOTER_LINES lines. `log` is accepted for the figure kinds' calls (a log
+    axis's zero marks explain themselves, `bands.place_zero_marks`). The panels keep their height:
+    the figure grows by the legend, key, footer and title.
     """
+    for ax in axes.flat:
+        place_zero_marks(ax)
+        place_outlier_note(ax)
     place_corner_notes(fig, axes)
-    handles, names = merged_legend(axes, order or [])
-    note = claim_note(log) if note is None else note
-    text = "\n".join(textwrap.fill(t, width=int(width * 15)) for t in (extra, note) if t)
+    handles, names = method_legend(axes, order or [])
+    key_handles, key_names = style_key(fig)
+    note = " · ".join((BAND_NOTE, DETAILS_NOTE)) if note is None else note
+    text = footer(width, extra, note)
     lines = text.count("\n") + 1 if text else 0
-    footer_in = 0.125 * lines + 0.12
-    legend_in = 0.0
-    if names:
-        renderer = fig.canvas.get_renderer()
-        for ncol in range(min(len(names), 4), 0, -1):  # the most columns that fit the width
-            legend = fig.legend(handles, names, loc="lower center", ncol=ncol, frameon=False, fontsize=9)
-            box = legend.get_window_extent(renderer)
-            if box.width / fig.dpi <= width * 0.97 or ncol == 1:
-                break
-            legend.remove()
-        legend_in = box.height / fig.dpi
-    bottom_in = footer_in + legend_in + 0.2
+    footer_in = 0.13 * lines + 0.12
+    key = _fitted_legend(fig, key_handles, key_names, width, len(key_names), fontsize=8, handlelength=3,
+                         columnspacing=1.4) if key_names else None
+    legend = _fitted_legend(fig, handles, names, width, 4, fontsize=9, handlelength=3) if names else None
+    renderer = fig.canvas.get_renderer()
+    key_in = key.get_window_extent(renderer).height / fig.dpi if key else 0.0
+    legend_in = legend.get_window_extent(renderer).height / fig.dpi if legend else 0.0
+    bottom_in = footer_in + key_in + legend_in + 0.2
     if title:
         title = textwrap.fill(title, width=int(width * 11))
     title_in = 0.2 * (title.count("\n") + 1) if title else 0.0  # the panels keep their height
     height = fig.get_figheight() + bottom_in + title_in
     fig.set_figheight(height)
-    if names:
-        legend.set_bbox_to_anchor((0.5, (footer_in + 0.05) / height), transform=fig.transFigure)
+    if key:
+        key.set_bbox_to_anchor((0.5, (footer_in + 0.02) / height), transform=fig.transFigure)
+    if legend:
+        legend.set_bbox_to_anchor((0.5, (footer_in + key_in + 0.05) / height), transform=fig.transFigure)
     if text:
         fig.text(0.5, 0.01, text, ha="center", va="bottom", fontsize=7, color="0.3", linespacing=1.25)
     if title:
         fig.suptitle(title, fontsize=11, y=1 - 0.08 / height, va="top")
     fig.tight_layout(rect=(0, bottom_in / height, 1, 1))  # tight_layout makes room for the suptitle itself
     return save(fig, stem)
+
+
+def method_legend(axes, order: list[str]) -> tuple[list, list[str]]:
+    """`merged_legend`'s entries, each with one swatch: the first line of that name where every
+    line of the name has the same line style, marker and fill, else a patch of its colour (the
+    style key says what the styles mean)."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles, names = merged_legend(axes, order)
+    looks: dict[str, set] = {}
+    for ax in axes.flat:
+        for line in ax.get_lines():
+            looks.setdefault(line.get_label(), set()).add(
+                (str(line.get_linestyle()), line.get_marker(), str(line.get_markerfacecolor())))
+    out = []
+    for handle, name in zip(handles, names):
+        if isinstance(handle, Line2D) and len(looks.get(name, ())) > 1:
+            handle = Patch(color=handle.get_color())
+        out.append(handle)
+    return out, names
 
 
 def save(fig, stem: str | Path) -> list[Path]:
@@ -156,20 +228,37 @@ def corner_note(ax, text: str, first: bool = False) -> None:
     ax._dpbench_notes.insert(0, text) if first else ax._dpbench_notes.append(text)
 
 
+def line_points(ax, per_segment: int = 12) -> np.ndarray:
+    """The points of every line of `ax` in axes coordinates, `per_segment` more between two points of
+    a line drawn with a line style (a horizontal line of two points crowds the whole width)."""
+    ax.get_xlim(), ax.get_ylim()  # settle autoscaling before mapping data to the axes box
+    to_axes = ax.transAxes.inverted()
+    out = []
+    for line in ax.get_lines():
+        data = np.column_stack([np.asarray(v, dtype=float) for v in line.get_data()])
+        if not len(data):
+            continue
+        xy = to_axes.transform(line.get_transform().transform(data))
+        if line.get_linestyle() not in ("None", "none", "") and len(xy) > 1:
+            t = np.linspace(0, 1, per_segment, endpoint=False)
+            xy = np.concatenate([a + t[:, None] * (b - a) for a, b in zip(xy[:-1], xy[1:])] + [xy[-1:]])
+        out.append(xy)
+    xy = np.concatenate(out) if out else np.zeros((0, 2))
+    return xy[np.all(np.isfinite(xy), axis=1)]
+
+
 def place_corner_notes(fig, axes) -> None:
     """Each panel's notes (`corner_note`) in one grey box, in the corner of the four whose box
-    (40% of the width, 18% of the height) holds the fewest of the panel's line points."""
+    (40% of the width, 18% of the height; the bottom ones above the zero marks' strip of a log
+    panel, bands.place_zero_marks) holds the fewest of the panel's line points (`line_points`)."""
     for ax in axes.flat:
         notes = getattr(ax, "_dpbench_notes", None)
         if not notes:
             continue
-        ax.get_xlim(), ax.get_ylim()  # settle autoscaling before mapping data to the axes box
-        points = [ax.transAxes.inverted().transform(ax.transData.transform(np.column_stack(line.get_data())))
-                  for line in ax.get_lines() if len(line.get_xdata())]
-        xy = np.concatenate(points) if points else np.zeros((0, 2))
-        xy = xy[np.all(np.isfinite(xy), axis=1)]
+        xy = line_points(ax)
+        low = ZERO_STRIP + 0.01 if getattr(ax, "_dpbench_zeros", None) else 0.0  # above the zero marks' strip
         corners = {(0.98, 0.97, "right", "top"): (0.6, 0.82), (0.02, 0.97, "left", "top"): (0.0, 0.82),
-                   (0.98, 0.03, "right", "bottom"): (0.6, 0.0), (0.02, 0.03, "left", "bottom"): (0.0, 0.0)}
+                   (0.98, low + 0.03, "right", "bottom"): (0.6, low), (0.02, low + 0.03, "left", "bottom"): (0.0, low)}
 
         def crowd(box: tuple[float, float]) -> int:
             x0, y0 = box

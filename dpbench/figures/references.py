@@ -22,7 +22,7 @@ import pandas as pd
 from dpbench.analysis.curves import RATES, fit_rate, reference_curve
 from dpbench.core.registry import Param
 from dpbench.figures.frame import corner_note
-from dpbench.figures.style import REFERENCE_COLOUR
+from dpbench.figures.style import REFERENCE_COLOUR, REFERENCE_STYLES
 
 REFERENCE_LINES = tuple(RATES)  # reference rates a figure can draw (curves.RATES)
 BASELINES = ("majority",)
@@ -40,18 +40,26 @@ BaselineOption = Annotated[str | None, Param(
     "(read from the data sets' splits, else from the stored results/<exp>/majority.csv)", choices=BASELINES)]
 
 
+def majority_value(panel: pd.DataFrame) -> float:
+    """The majority-class accuracy of the panel's test split (column `majority_accuracy`; NaN without)."""
+    if "majority_accuracy" not in panel:
+        return float("nan")
+    return float(panel["majority_accuracy"].mean())
+
+
 def draw_majority(ax, panel: pd.DataFrame) -> bool:
-    """The majority-class accuracy of the panel's test split (column `majority_accuracy`, added by
-    dpbench.experiment.render.figure_tables), dashed grey with its value in the right corner; False
-    when the table has no value for this panel."""
-    if "majority_accuracy" not in panel or panel["majority_accuracy"].isna().all():
+    """The majority-class accuracy of the panel's test split (`majority_value`, a column added by
+    dpbench.experiment.render.figure_tables) as a grey line (REFERENCE_STYLES["majority"]) with its
+    value in the right margin, outside the data area where no curve is; False when the table has no
+    value for this panel."""
+    value = majority_value(panel)
+    if not np.isfinite(value):
         return False
-    value = float(panel["majority_accuracy"].mean())
-    ax.axhline(value, color=REFERENCE_COLOUR, linestyle=(0, (4, 2.5)), linewidth=1.2, zorder=1.5,
+    ax.axhline(value, color=REFERENCE_COLOUR, linestyle=REFERENCE_STYLES["majority"][0], linewidth=1.5, zorder=1.5,
                label="majority class (test split)")
-    ax.annotate(f"{value:.3f}", (1.0, value), xycoords=("axes fraction", "data"), xytext=(-2, 2),
-                textcoords="offset points", ha="right", va="bottom", fontsize=7, color=REFERENCE_COLOUR,
-                bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.7, "pad": 0.5})
+    ax.annotate(f"{value:.3f}", (1.0, value), xycoords=ax.get_yaxis_transform(), xytext=(3, 0),
+                textcoords="offset points", ha="left", va="center", fontsize=7, color=REFERENCE_COLOUR,
+                annotation_clip=False)
     return True
 
 
@@ -70,7 +78,7 @@ def draw_rate(ax, panel: pd.DataFrame, name: str, curve: str | None, x: str, mar
         return
     rows = reference_curve(panel, fitted.rate, fitted.curve)
     legend = f"{fitted.rate.formula} ({fitted.rate.source}), fitted to {fitted.curve}"
-    style = {"color": REFERENCE_COLOUR, "linewidth": 1.3, "linestyle": (0, (6, 2, 1, 2)), "zorder": 1.8}
+    style = {"color": REFERENCE_COLOUR, "linewidth": 1.3, "linestyle": REFERENCE_STYLES["rate"][0], "zorder": 1.8}
     if markers is None:
         rows = rows.sort_values("epsilon")
         ax.plot(rows["epsilon"].to_numpy(dtype=float), fitted.values(rows), label=legend, **style)
@@ -79,7 +87,7 @@ def draw_rate(ax, panel: pd.DataFrame, name: str, curve: str | None, x: str, mar
             part = part.sort_values(x)
             xs, ys = part[x].to_numpy(dtype=float), fitted.values(part)
             ax.plot(xs, ys, marker=markers.get(eps, "o"), markersize=3, markerfacecolor="none",
-                    label=f"{legend}, ε = {eps:g}", **style)
+                    label=legend, **style)
             _mark_turn(ax, fitted, part, xs, ys)
     names = "ab" if len(fitted.constants) > 1 else "c"
     text = ", ".join(f"{k} = {v:.3g}" for k, v in zip(names, fitted.constants))
@@ -127,6 +135,7 @@ def draw_radius(ax, rows: pd.DataFrame, metric: str, top: float) -> None:
         return
     for radius in radii(rows):
         if top >= radius / 2:
-            ax.axhline(radius, color=REFERENCE_COLOUR, linestyle="-", linewidth=0.9, alpha=0.8, zorder=1.6,
+            ax.axhline(radius, color=REFERENCE_COLOUR, linestyle=REFERENCE_STYLES["radius"][0], linewidth=1.0,
+                       alpha=0.9, zorder=1.6,
                        label=f"projection radius R = {radius:g} ($\\|\\theta\\|_2 \\leq R$; "
                              "a curve at R sits on the ball)")

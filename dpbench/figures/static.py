@@ -8,14 +8,18 @@ built-ins module (dpbench.figures.kinds).
 * `audit_figure` (dpbench.figures.audit): audited against claimed epsilon, not a figure kind.
 
 What every figure says on its face:
+  * one legend entry per method (its colour), with the caveats all its points share, and a style
+    key: one line style and marker fill per meaning, references in patterns no curve uses
+    (dpbench.figures.style);
   * bands are the 95% confidence interval of the mean over seeds (curves.csv `ci_low`, `ci_high`),
-    kept inside the metric's range; on a log axis a mean <= 0 (a non-private optimality gap) is
-    drawn at the panel's floor with a down-triangle (dpbench.figures.bands);
-  * a private curve's guarantee is in its line style and in its legend entry ("label — selected
-    among k (not private)", "— ε not certified", ...; dpbench.figures.style);
+    kept inside the metric's range; on a log axis a mean <= 0 (a non-private optimality gap) is a
+    zero mark labelled "0" on the y axis (dpbench.figures.bands);
   * reference lines in grey: a paper's rate with its constants fitted to one curve, the
-    majority-class accuracy, the projection radius (dpbench.figures.references);
-  * one legend for all panels and a footer saying how to read them (dpbench.figures.frame).
+    majority-class accuracy (its value in the right margin), the projection radius
+    (dpbench.figures.references);
+  * a method far off the others does not set a panel's y range: it is clipped with arrows at the
+    edge and a note above the panel (dpbench.figures.ranges);
+  * a footer of at most two lines: bands, seeds, where the guarantees are explained (dpbench.figures.frame).
 """
 
 from dpbench.figures.audit import audit_figure

@@ -1,11 +1,13 @@
-"""How a curve looks: a colour per label, line style and markers by what its DP guarantee covers,
-dashes for the non-private curves, and the axis label of each metric.
+"""How a curve looks: a colour per method, a line style and marker fill per meaning, and the axis
+label of each metric.
 
-A private curve's guarantee is read from its `dp_claim` strings (dpbench.analysis.curves.curve_claim):
-the weakest claim among its points decides the line style (`CLAIM_STYLES`, `claim_kind`) and the
-legend suffix ("selected among k (not private)", "ε not certified", ...; `claim_status`), so one
-label drawn solid on one panel and dotted on another has two legend entries. What each guarantee
-covers is docs/validity.md.
+Every line style of the static figures means one thing (`STYLE_MEANINGS`, the style key under each
+figure, frame.finish): a private curve's by what its DP guarantee covers, read from its `dp_claim`
+strings (dpbench.analysis.curves.curve_claim; the weakest claim among its points decides,
+`claim_kind`, `claim_meaning`), dashes for the non-private curves, and patterns no curve uses for the
+grey reference lines (`REFERENCE_STYLES`). The legend has one entry per method (`legend_name`),
+naming the caveats every point of it shares; what differs between its curves is in the line style.
+What each guarantee covers is docs/validity.md.
 """
 
 from __future__ import annotations
@@ -35,11 +37,29 @@ PLAIN_AXIS_LABELS = {
     "estimation_error": "estimation error ‖θ − w*‖₂",
     "excess_population_risk": "excess population risk L_P(θ) − min L_P",
 }
+#: every line style a curve is drawn with, by meaning: (line style, markers filled? (None: no
+#: markers of its own), what the style key says). Private curves by `claim_meaning`; "non-private"
+#: the algorithms without epsilon (`nonprivate_styles`)
+STYLE_MEANINGS = {
+    "valid": ("-", True, "ε valid for the curve as drawn"),
+    "selected": ("-", False, "ε valid per run only"),
+    "paper-only": ("-.", True, "ε claimed by the paper only"),
+    "paper-only selected": ("-.", False, "ε claimed by the paper only, per run"),
+    "declared": (":", True, "ε declared by the algorithm"),
+    "none": (":", False, "ε not certified"),
+    "non-private": ("--", None, "non-private"),
+}
 #: line style of a private algorithm's curve by what its guarantee covers (`claim_kind`): (line
 #: style, markers filled?); `paper-only` curves whose hyperparameters were selected without privacy
-#: get open markers too (`claim_status`)
-CLAIM_STYLES = {"valid": ("-", True), "selected": ("-", False), "declared": ("-.", False), "paper-only": ("-.", True),
-                "none": (":", False)}
+#: get open markers (`claim_status`, STYLE_MEANINGS["paper-only selected"])
+CLAIM_STYLES = {kind: STYLE_MEANINGS[kind][:2] for kind in ("valid", "selected", "declared", "paper-only", "none")}
+#: the grey reference lines, each in a dash pattern no curve style uses: (line style, None, what it is)
+REFERENCE_STYLES = {
+    "rate": ((0, (10, 3)), None, "a paper's rate, constants fitted"),
+    "majority": ((0, (1, 3)), None, "majority class"),
+    "radius": ((0, (1, 1)), None, "projection radius"),
+    "ceiling": ((0, (4, 1, 1, 1, 1, 1, 1, 1)), None, "multi-run ceiling"),
+}
 #: grey of everything that is not a measured curve: reference rates, the majority class, the radius
 REFERENCE_COLOUR = "0.45"
 #: sparse open markers of the non-private curves when a figure has several (`nonprivate_styles`)
@@ -75,7 +95,7 @@ def nonprivate_styles(part: pd.DataFrame, labels: list[str]) -> dict[str, dict]:
         if len(names) > 1:
             style.update(marker=NONPRIVATE_MARKERS[i % 4], markevery=0.12, markersize=4.5, markerfacecolor="white",
                          linewidth=2.6 if i == 0 else 1.4, zorder=2.0 if i == 0 else 2.4 + 0.01 * i,
-                         dashes=(6, 2.5) if i == 0 else (2.5, 1.5))
+                         dashes=(6, 2.5) if i == 0 else (3.5, 2))
         out[label] = style
     return out
 
@@ -98,35 +118,84 @@ def claim_kind(line: pd.DataFrame) -> str:
 
 
 _CANDIDATES = re.compile(r"\((\d+) candidates?\)")
+_AMONG = "selected among {} (not private)"
+
+
+def _kind_phrase(kind: str, text: str) -> str:
+    """What a guarantee of `kind` is called in a legend ("" for a valid one), from the claims' `text`."""
+    if kind == "none":
+        return "ε not certified"
+    if kind == "paper-only":
+        return "ε claimed by the paper only"
+    if kind == "declared":
+        checked = next((f"; verify {v}" for v in ("mismatch", "suspect", "consistent") if f"verify {v}" in text), "")
+        return "ε declared by the algorithm, not dpbench's mechanism" + checked
+    return ""
+
+
+def _caveats(kind: str, text: str) -> list[str]:
+    """The caveats of claims `text` beside their kind's phrase: hyperparameters selected among k without
+    privacy ("among #": the counts are filled in by the caller), and for a valid guarantee what it
+    does not cover (selection not accounted, δ ≥ 1/n, scaling from the data) or that it is end to end."""
+    parts = [_AMONG.format("#")] if "selection not private" in text and kind != "none" else []
+    if kind not in ("valid", "selected"):
+        return parts
+    for needle, phrase in (("private selection not accounted", "private selection not accounted"),
+                           ("weak delta", "δ ≥ 1/n"), ("scaling data-dependent", "scaling data-dependent")):
+        if needle in text:
+            parts.append(phrase)
+    if kind == "valid" and "end to end" in text:
+        parts.append("private selection, ε end to end")
+    return parts
+
+
+def _candidates(text: str) -> str:
+    """The candidate counts named in claims `text`, "2/6"."""
+    return "/".join(map(str, sorted({int(k) for k in _CANDIDATES.findall(text)})))
 
 
 def claim_status(line: pd.DataFrame) -> tuple[str, bool, str]:
     """(line style, markers filled?, legend suffix) of a private curve from its `dp_claim` strings
-    (curves.curve_claim; the weakest of its points wins, `claim_kind`)."""
+    (curves.curve_claim; the weakest of its points wins, `claim_kind`): the kind's phrase, then the
+    caveats of all its points."""
     kind = claim_kind(line)
-    claims = [c for c in line.get("dp_claim", pd.Series(["valid"])).fillna("") if c]
-    text = " ".join(claims)
-    ks = sorted({int(k) for k in _CANDIDATES.findall(text)})
-    among = f"selected among {'/'.join(map(str, ks))} (not private)" if "selection not private" in text else ""
+    text = " ".join(c for c in line.get("dp_claim", pd.Series(["valid"])).fillna("") if c)
     style, filled = CLAIM_STYLES[kind]
-    if kind == "none":
-        return style, filled, "ε not certified"
+    caveats = [c.replace("#", _candidates(text)) for c in _caveats(kind, text)]
+    among = "selection not private" in text
+    phrase = _kind_phrase(kind, text)
     if kind == "paper-only":
-        return style, filled and not among, "ε claimed by the paper only" + (f", {among}" if among else "")
-    if kind == "declared":
-        checked = next((f"; verify {v}" for v in ("mismatch", "suspect", "consistent") if f"verify {v}" in text), "")
-        return style, filled, ("ε declared by the algorithm, not dpbench's mechanism" + checked
-                               + (f", {among}" if among else ""))
-    parts = [among] if among else []
-    if "private selection not accounted" in text:
-        parts.append("private selection not accounted")
-    if "weak delta" in text:
-        parts.append("δ ≥ 1/n")
-    if "scaling data-dependent" in text:
-        parts.append("scaling data-dependent")
-    if kind == "valid" and "end to end" in text:
-        parts.append("private selection, ε end to end")
-    return style, filled, "; ".join(parts)
+        filled = filled and not among
+    if phrase:
+        return style, filled, ", ".join([phrase] + caveats)
+    return style, filled, "; ".join(caveats)
+
+
+def claim_meaning(line: pd.DataFrame) -> str:
+    """The STYLE_MEANINGS key of a private curve (`claim_status`'s line style and marker fill)."""
+    kind = claim_kind(line)
+    if kind == "paper-only" and not claim_status(line)[1]:
+        return "paper-only selected"
+    return kind
+
+
+def legend_name(rows: pd.DataFrame, label: str) -> str:
+    """The legend entry of a method: its label and the guarantee's phrase and caveats that every one
+    of its points shares (`rows`: all its rows in the figure; candidate counts joined, "among 2/6");
+    what differs between its curves is their line style (`claim_meaning`, the style key)."""
+    claims = rows.get("dp_claim", pd.Series(["valid"] * len(rows), index=rows.index))
+    claims = [c for c in claims.where(rows["epsilon"].notna(), "").fillna("") if c] if "epsilon" in rows else \
+        [c for c in claims.fillna("") if c]
+    if not claims:
+        return label
+    common = None
+    for text in claims:
+        kind = claim_kind(pd.DataFrame({"dp_claim": [text]}))
+        items = [p for p in [_kind_phrase(kind, text)] + _caveats(kind, text) if p]
+        common = items if common is None else [i for i in common if i in items]
+    text = " ".join(claims)
+    parts = [p.replace("#", _candidates(text)) for p in common]
+    return f"{label} — {'; '.join(parts)}" if parts else label
 
 
 def claim_line(line: pd.DataFrame, marker: str | None, colour, name: str | None = None) -> tuple[dict, str]:

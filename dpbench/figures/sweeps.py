@@ -1,8 +1,10 @@
 """Figure kinds `metric_over_n` and `metric_over_d`: a metric over the training size n or the
 dimension d of a data set swept over it, on log-log axes, one panel per (swept data set, model).
 
-One line per (algorithm, epsilon): colour by algorithm, marker by epsilon, each with its 95% band;
-the non-private algorithms dashed. Wang, Xiao, Devadas, Xu 2020 Figs. 3-4 are drawn this way
+One line per (algorithm, epsilon): colour by algorithm (one legend entry each), marker by epsilon
+(in the style key), each with its 95% band; the non-private algorithms dashed. A panel's y range
+spans every curve (dpbench.figures.ranges is not applied: over n or d the curves' slopes across
+decades are what the figure shows). Wang, Xiao, Devadas, Xu 2020 Figs. 3-4 are drawn this way
 (docs/papers/heavytailed.md), and the DP-SCO rate of output perturbation over n (Di Wang, CS 325
 lecture 17, §17.2; docs/papers/dpsco.md) with option `reference: dpsco_rate`.
 """
@@ -16,11 +18,12 @@ import matplotlib.ticker
 import numpy as np
 import pandas as pd
 
-from dpbench.figures.bands import band, floor_markers, log_floor
-from dpbench.figures.frame import finish, seeds_note
+from dpbench.figures.bands import band, drawn, log_floor, zero_mark
+from dpbench.figures.frame import finish, key_entry, key_style, seeds_note
 from dpbench.figures.kinds import View, figure_kind
 from dpbench.figures.references import ReferenceCurveOption, ReferenceOption, draw_radius, draw_rate
-from dpbench.figures.style import LOG_METRICS, axis_label, claim_line, colours_for, label_order, nonprivate_styles
+from dpbench.figures.style import (LOG_METRICS, axis_label, claim_line, claim_meaning, colours_for, label_order,
+                                   legend_name, nonprivate_styles)
 
 EPSILON_MARKERS = "osD^vP*X"  # one per epsilon of the grid, in increasing order
 
@@ -68,6 +71,7 @@ def _metric_over_size(curves: pd.DataFrame, metric: str, stem: str | Path, x: st
     combos = list(dict.fromkeys(zip(part["dataset_panel"], part["model_label"])))  # panels that have data
     labels = label_order(part, algorithm_order)
     colours = colours_for(labels)
+    names = {label: legend_name(part[part["label"] == label], label) for label in labels}
     nonprivate = nonprivate_styles(part, labels)
     eps_values = sorted(part["epsilon"].dropna().unique())
     markers = dict(zip(eps_values, EPSILON_MARKERS))
@@ -81,16 +85,20 @@ def _metric_over_size(curves: pd.DataFrame, metric: str, stem: str | Path, x: st
             for eps, line in panel[panel["label"] == label].groupby("epsilon", dropna=False, sort=True):
                 line = line.sort_values(x)
                 xs = line[x].to_numpy(dtype=float)
-                mean, lo, hi, low_mask = band(line, metric, floor)
-                private = not pd.isna(eps)
-                if private:
-                    style, name = claim_line(line, markers.get(eps, "o"), colours[label], f"{label}, ε = {eps:g}")
+                raw = line["mean"].to_numpy(dtype=float)
+                mean, lo, hi = drawn(*band(line, metric, floor))
+                if not pd.isna(eps):
+                    style, _ = claim_line(line, markers.get(eps, "o"), colours[label])
                     style = {"linewidth": 1.5, **style}
+                    key_style(ax, claim_meaning(line))
+                    key_entry(ax, f"ε = {eps:g}", marker=markers.get(eps, "o"), markersize=4.5,
+                              markerfacecolor="white")
                 else:
-                    style, name = nonprivate[label], label
-                ax.plot(xs, mean, color=colours[label], markersize=4, label=name, **style)
+                    style = nonprivate[label]
+                    key_style(ax, "non-private")
+                ax.plot(xs, mean, color=colours[label], markersize=4, label=names[label], **style)
                 ax.fill_between(xs, lo, hi, color=colours[label], alpha=0.15, linewidth=0)
-                floor_markers(ax, xs[low_mask], mean[low_mask], colours[label])
+                zero_mark(ax, colours[label], raw, xs[raw <= 0])
         if reference:
             draw_rate(ax, panel, reference, reference_curve, x, markers, metric)
         draw_radius(ax, panel, metric, float(panel["mean"].max()))
@@ -104,4 +112,5 @@ def _metric_over_size(curves: pd.DataFrame, metric: str, stem: str | Path, x: st
         ax.set_xlabel(x_label)
         if c == 0:
             ax.set_ylabel(axis_label(metric))
-    return finish(fig, axes, width, title, stem, extra=seeds_note(part), order=labels, log=True)
+    return finish(fig, axes, width, title, stem, extra=seeds_note(part), order=[names[lab] for lab in labels],
+                  log=True)

@@ -14,11 +14,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from dpbench.figures.bands import band, floor_markers, log_floor
-from dpbench.figures.frame import finish
+from dpbench.figures.bands import band, drawn, log_floor, zero_mark
+from dpbench.figures.frame import finish, key_style
 from dpbench.figures.kinds import View, figure_kind
+from dpbench.figures.ranges import fit_range
 from dpbench.figures.references import draw_radius
-from dpbench.figures.style import LOG_METRICS, axis_label, claim_line, colours_for, label_order, nonprivate_styles
+from dpbench.figures.style import (LOG_METRICS, axis_label, claim_line, claim_meaning, colours_for, label_order,
+                                   legend_name, nonprivate_styles)
 
 
 @figure_kind("metric_over_iterations", table="traces", needs="trace",
@@ -42,6 +44,7 @@ def metric_over_iterations(traces: pd.DataFrame, metric: str, stem: str | Path, 
     eps_values = sorted(part["epsilon"].dropna().unique()) or [np.nan]
     labels = label_order(part, algorithm_order)
     colours = colours_for(labels)
+    names = {label: legend_name(part[part["label"] == label], label) for label in labels}
     nonprivate = nonprivate_styles(part, labels)
     width = max(4.2 * len(eps_values), 7.5)
     fig, axes = plt.subplots(len(rows), len(eps_values), figsize=(width, 3.3 * len(rows)), squeeze=False)
@@ -50,7 +53,7 @@ def metric_over_iterations(traces: pd.DataFrame, metric: str, stem: str | Path, 
         floor = log_floor(panel, metric)
         for c, eps in enumerate(eps_values):
             ax = axes[r][c]
-            drawn = []
+            shown, curves = [], {}
             for label in labels:
                 mine = panel[panel["label"] == label]
                 private = mine["epsilon"].notna().any()
@@ -58,26 +61,32 @@ def metric_over_iterations(traces: pd.DataFrame, metric: str, stem: str | Path, 
                 if line.empty:
                     continue
                 line = line.sort_values("step")
-                drawn.append(line)
+                shown.append(line)
                 steps = line["step"].to_numpy(dtype=float)
-                mean, lo, hi, low_mask = band(line, metric, floor)
+                raw = line["mean"].to_numpy(dtype=float)
+                mean, lo, hi = drawn(*band(line, metric, floor))
                 if private:
-                    style, name = claim_line(line, None, colours[label])
+                    style, _ = claim_line(line, None, colours[label])
                     style = {"linewidth": 1.5, "markersize": 3.5, **style}
+                    key_style(ax, claim_meaning(line))
                 else:
-                    style, name = nonprivate[label], label
-                ax.plot(steps, mean, color=colours[label], label=name, **style)
+                    style = nonprivate[label]
+                    key_style(ax, "non-private")
+                ax.plot(steps, mean, color=colours[label], label=names[label], **style)
                 ax.fill_between(steps, lo, hi, color=colours[label], alpha=0.15, linewidth=0)
-                floor_markers(ax, steps[low_mask], mean[low_mask], colours[label])
-            if drawn:
-                shown = pd.concat(drawn)
-                draw_radius(ax, shown, metric, float(shown["mean"].max()))
+                if floor is not None:
+                    zero_mark(ax, colours[label], raw, steps[raw <= 0])
+                curves[label] = [(steps, mean, lo, hi)]
+            if shown:
+                rows = pd.concat(shown)
+                draw_radius(ax, rows, metric, float(rows["mean"].max()))
             if metric in LOG_METRICS:
                 ax.set_yscale("log")
+            fit_range(ax, curves, colours, metric in LOG_METRICS)
             ax.set_title(f"{dataset} · {model}" + ("" if pd.isna(eps) else f" · ε = {eps:g}"), fontsize=10)
             ax.grid(True, which="both", alpha=0.25)
             if r == len(rows) - 1:
                 ax.set_xlabel("iteration")
             if c == 0:
                 ax.set_ylabel(axis_label(metric))
-    return finish(fig, axes, width, title, stem, order=labels, log=metric in LOG_METRICS)
+    return finish(fig, axes, width, title, stem, order=[names[lab] for lab in labels], log=metric in LOG_METRICS)

@@ -1,4 +1,4 @@
-"""dpbench.figures.bands: the interval drawn without ci columns, and the floor's markers."""
+"""dpbench.figures.bands: the interval drawn without ci columns, and the zero marks of a log axis."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from dpbench.analysis.curves import mean_ci
-from dpbench.figures.bands import FLOOR_MARKER, band, floor_markers
+from dpbench.figures.bands import ZERO_MARKER, band, drawn, place_zero_marks, zero_mark
 
 
 def test_band_computes_the_interval_from_std_and_count_or_draws_none():
@@ -23,14 +23,29 @@ def test_band_computes_the_interval_from_std_and_count_or_draws_none():
     assert lo[0] == hi[0] == 1.0  # an undefined interval (one seed) is no band, not NaN
 
 
-def test_floor_markers_draw_open_triangles_and_one_named_entry():
+def test_a_mean_at_or_below_zero_is_not_drawn_among_the_positive_means():
+    line = pd.DataFrame({"mean": [0.0, 0.5], "ci_low": [-0.1, 0.4], "ci_high": [0.1, 0.6]})
+    mean, lo, hi = drawn(*band(line, "optimality_gap", 0.05))
+    assert np.isnan([mean[0], lo[0], hi[0]]).all() and mean[1] == 0.5
+
+
+def test_zero_marks_sit_on_the_y_axis_below_the_range_labelled_in_the_curves_colour():
     fig, ax = plt.subplots()
-    floor_markers(ax, np.array([]), np.array([]), "red")
-    assert not ax.get_lines()
-    floor_markers(ax, np.array([1.0, 2.0]), np.array([1e-3, 1e-3]), "red")
-    lines = ax.get_lines()
+    ax.set_yscale("log")
+    ax.plot([1, 2], [1e-2, 1.0], color="green")
+    zero_mark(ax, "red", np.array([0.5]))  # nothing <= 0: no mark
+    zero_mark(ax, "red", np.array([0.0]))  # a horizontal line at exactly 0
+    zero_mark(ax, "blue", np.array([-1e-9, 0.3]), np.array([1.5]))  # a point below 0
+    bottom = ax.get_ylim()[0]
+    place_zero_marks(ax)
+    new_bottom = ax.get_ylim()[0]
+    marks = [line for line in ax.get_lines() if line.get_label() == "_zero"]
+    texts = {t.get_text(): t.get_color() for t in ax.texts}
+    on_axis = marks[0]
     plt.close(fig)
-    assert [line.get_marker() for line in lines] == [FLOOR_MARKER, FLOOR_MARKER]
-    assert lines[0].get_label().startswith("_")  # the points are not a legend entry of their own
-    assert lines[1].get_label() == "mean ≤ 0, drawn at the panel's floor" and len(lines[1].get_xdata()) == 0
-    assert lines[0].get_markerfacecolor() == "white"
+    assert new_bottom < bottom  # a strip below everything drawn
+    assert texts == {"0": "red", "≤ 0": "blue"}
+    assert on_axis.get_marker() == ZERO_MARKER and on_axis.get_xdata()[0] == 0.0 and not on_axis.get_clip_on()
+    assert new_bottom < on_axis.get_ydata()[0] < bottom
+    assert marks[1].get_xdata().tolist() == [1.5]  # a point's mark at its x
+    assert all(line.get_label().startswith("_") for line in marks)  # no legend entry of their own

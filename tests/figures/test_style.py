@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import pandas as pd
 
+import matplotlib
+
 from dpbench.figures.style import (
     AXIS_LABELS,
     CLAIM_STYLES,
+    REFERENCE_STYLES,
+    STYLE_MEANINGS,
     axis_label,
     claim_line,
+    claim_meaning,
+    claim_status,
     colours_for,
     label_order,
+    legend_name,
     nonprivate_styles,
 )
 from dpbench.run.metrics import METRICS
@@ -62,3 +69,45 @@ def test_axis_labels_fall_back_to_the_metric_description_then_its_name(monkeypat
     monkeypatch.setitem(METRICS, "plugin_metric", ("what a plugin measures",))
     assert axis_label("plugin_metric") == "what a plugin measures"
     assert axis_label("no_such_metric") == "no_such_metric"
+
+
+def _pattern(style) -> tuple:
+    """A line style as its dash pattern (named styles by matplotlib's own patterns; solid: ())."""
+    named = {"-": (), "--": "lines.dashed_pattern", "-.": "lines.dashdot_pattern", ":": "lines.dotted_pattern"}
+    if isinstance(style, str):
+        return tuple(matplotlib.rcParams[named[style]]) if named[style] else ()
+    return tuple(style[1])
+
+
+def test_every_meaning_has_its_own_line_style_and_marker_fill_references_included():
+    table = {**STYLE_MEANINGS, **REFERENCE_STYLES}
+    looks = [(_pattern(style), filled) for style, filled, _ in table.values()]
+    assert len(set(looks)) == len(looks)  # one (line style, marker fill) per meaning
+    curve_patterns = {_pattern(style) for style, _, _ in STYLE_MEANINGS.values()}
+    assert not curve_patterns & {_pattern(style) for style, _, _ in REFERENCE_STYLES.values()}
+    assert len({text for _, _, text in table.values()}) == len(table)  # and the key says each differently
+    # the styles claim_status gives (and the report draws) are those of the table
+    for kind, (style, filled) in CLAIM_STYLES.items():
+        assert STYLE_MEANINGS[kind][:2] == (style, filled)
+
+
+def test_a_paper_only_curve_selected_without_privacy_has_its_own_meaning():
+    selected = pd.DataFrame({"dp_claim": ["paper-only per run; selection not private (2 candidates)"]})
+    assert claim_meaning(selected) == "paper-only selected"
+    assert STYLE_MEANINGS["paper-only selected"][:2] == claim_status(selected)[:2]
+    assert claim_meaning(pd.DataFrame({"dp_claim": ["paper-only"]})) == "paper-only"
+    assert claim_meaning(pd.DataFrame({"dp_claim": ["none"]})) == "none"
+
+
+def test_a_methods_legend_name_keeps_only_the_caveats_all_its_points_share():
+    scaled = "feature scaling data-dependent (training min/max, not accounted)"
+    rows = pd.DataFrame({"epsilon": [1.0, 1.0, 2.0],
+                         "dp_claim": [f"valid per run; selection not private (2 candidates); {scaled}",
+                                      f"valid per run; selection not private (6 candidates); {scaled}",
+                                      "none"]})
+    assert legend_name(rows, "Bolt-on") == "Bolt-on"  # certified on some panels, not on others: nothing shared
+    assert legend_name(rows.iloc[:2], "WYX17") == "WYX17 — selected among 2/6 (not private); scaling data-dependent"
+    paper = pd.DataFrame({"epsilon": [1.0, 2.0],
+                          "dp_claim": ["paper-only per run; selection not private (3 candidates)"] * 2})
+    assert legend_name(paper, "Alg. 3") == "Alg. 3 — ε claimed by the paper only; selected among 3 (not private)"
+    assert legend_name(pd.DataFrame({"epsilon": [float("nan")], "dp_claim": [""]}), "GD") == "GD"
