@@ -250,7 +250,10 @@ def line_points(ax, per_segment: int = 12) -> np.ndarray:
 def place_corner_notes(fig, axes) -> None:
     """Each panel's notes (`corner_note`) in one grey box, in the corner of the four whose box
     (40% of the width, 18% of the height; the bottom ones above the zero marks' strip of a log
-    panel, bands.place_zero_marks) holds the fewest of the panel's line points (`line_points`)."""
+    panel, bands.place_zero_marks) holds the fewest of the panel's line points (`line_points`).
+    When every corner has a line in it, the notes go above the panel, right-aligned between its
+    title and its top edge (the outlier note, ranges.place_outlier_note, is left-aligned there), so
+    no note sits on a curve."""
     for ax in axes.flat:
         notes = getattr(ax, "_dpbench_notes", None)
         if not notes:
@@ -264,6 +267,11 @@ def place_corner_notes(fig, axes) -> None:
             x0, y0 = box
             return int(np.sum((xy[:, 0] >= x0) & (xy[:, 0] <= x0 + 0.4) & (xy[:, 1] >= y0) & (xy[:, 1] <= y0 + 0.18)))
 
-        (x, y, ha, va), _ = min(corners.items(), key=lambda item: crowd(item[1]))
+        (x, y, ha, va), box = min(corners.items(), key=lambda item: crowd(item[1]))
+        if crowd(box):
+            ax.set_title(ax.get_title(), fontsize=ax.title.get_fontsize(), pad=16)
+            ax.text(1.0, 1.015, " · ".join(notes), transform=ax.transAxes, ha="right", va="bottom", fontsize=7,
+                    color=REFERENCE_COLOUR)
+            continue
         ax.text(x, y, "\n".join(notes), transform=ax.transAxes, ha=ha, va=va, fontsize=7, color=REFERENCE_COLOUR,
                 bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.7, "pad": 1})

@@ -109,12 +109,13 @@ def fit_range(ax, curves: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarra
 
 def place_outlier_note(ax) -> None:
     """A panel's outlier note (`fit_range`) in the far method's colour between the panel's title and
-    its top edge, where no curve is: the title moves up by a line."""
+    its top edge, left-aligned, where no curve is: the title moves up by a line (the right end of
+    that line is for corner notes that find no free corner, frame.place_corner_notes)."""
     noted = getattr(ax, "_dpbench_outlier", None)
     if noted is None:
         return
     text, colour = noted
     marker = "▼" if " below, " in text else "▲"
-    ax.set_title(ax.get_title(), fontsize=ax.title.get_fontsize(), pad=14)
-    ax.text(0.5, 1.015, f"{marker} {text}", transform=ax.transAxes, ha="center", va="bottom", fontsize=7.5,
+    ax.set_title(ax.get_title(), fontsize=ax.title.get_fontsize(), pad=16)
+    ax.text(0.0, 1.015, f"{marker} {text}", transform=ax.transAxes, ha="left", va="bottom", fontsize=7.5,
             color=colour)

@@ -32,11 +32,17 @@ from dpbench.figures.audit import THREAT_SHORT, audit_rows
 from dpbench.figures.bands import band, log_floor
 from dpbench.figures.epsilon import x_epsilon
 from dpbench.figures.kinds import View
-from dpbench.figures.style import LOG_METRICS, PLAIN_AXIS_LABELS, claim_status, colours_for, label_order
+from dpbench.figures.style import (LOG_METRICS, PLAIN_AXIS_LABELS, STYLE_MEANINGS, claim_meaning, claim_status,
+                                   colours_for, label_order, legend_name)
 from dpbench.run.metrics import METRICS
 
 #: matplotlib line styles (figures.style.CLAIM_STYLES and the non-private dashes) as plotly.js dashes
 DASHES = {"-": "solid", "--": "dash", "-.": "dashdot", ":": "dot"}
+#: the grey reference lines (figures.style.REFERENCE_STYLES: patterns no curve uses) as (the legend's
+#: swatch name, report.js DASH_SVG; the trace's plotly.js dash)
+REFERENCE_DASHES = {"rate": ("longdash", "longdash"), "majority": ("loosedot", "1px,4px")}
+#: the grey of the style key's swatches (they explain a line style, not a method)
+KEY_COLOUR = "#555555"
 #: what x means in hover text, by the view's x column
 X_NAMES = {"epsilon": "ε", "n_train": "n", "n_features": "d", "step": "iteration"}
 BAND_OPACITY = 0.18
@@ -324,6 +330,7 @@ def interactive_figure(shown: pd.DataFrame, view: View, metric: str, *, title: s
     colours = colours_for(labels)
     log_y = metric in LOG_METRICS or view.x in ("n_train", "n_features")
     nonprivate_labels = [lab for lab in labels if part.loc[part["label"] == lab, "epsilon"].isna().all()]
+    names = {lab: legend_name(part[part["label"] == lab], lab) for lab in labels if lab not in nonprivate_labels}
     legend: dict[str, dict] = {}
     panels = []
     x_private = _xs(part[part["epsilon"].notna()], view) if view.x == "epsilon" else np.array([])
@@ -339,7 +346,7 @@ def interactive_figure(shown: pd.DataFrame, view: View, metric: str, *, title: s
             for line_keys, line in (mine.groupby(list(view.lines), sort=True, dropna=False) if view.lines
                                     else [((), mine)]):
                 traces += _line_traces(line, view, metric, floor, name, label, colours, nonprivate_labels,
-                                       x_private, line_keys, group_of, legend)
+                                       x_private, line_keys, group_of, legend, names)
         traces += _majority_trace(panel, view, metric, legend)
         if reference and metric in RATES[reference].metrics:
             traces += _rate_traces(panel, view, reference, reference_curve, legend)
@@ -352,8 +359,11 @@ def interactive_figure(shown: pd.DataFrame, view: View, metric: str, *, title: s
 
 def _line_traces(line: pd.DataFrame, view: View, metric: str, floor: float | None, panel: str, label: str,
                  colours: dict, nonprivate_labels: list[str], x_private: np.ndarray, line_keys,
-                 group_of: GroupOf, legend: dict) -> list[dict]:
-    """The band and line traces of one curve, and its legend entry (added to `legend`)."""
+                 group_of: GroupOf, legend: dict, names: dict[str, str] | None = None) -> list[dict]:
+    """The band and line traces of one curve, its legend entry and its line style's key (added to
+    `legend`). One entry per method (`names`: figures.style.legend_name, the caveats all its points
+    share), as in the PNG: where its curves differ in line style, its swatch is a square of its colour
+    and the style key says what each line style means."""
     colour = _colour_hex(colours, label)
     xs = _xs(line, view)
     order = np.argsort(xs, kind="stable")
@@ -362,15 +372,17 @@ def _line_traces(line: pd.DataFrame, view: View, metric: str, floor: float | Non
     private = line["epsilon"].notna().any()
     if private:
         style, filled, suffix = claim_status(line)
-        entry = f"{label} — {suffix}" if suffix else label
+        entry = (names or {}).get(label) or (f"{label} — {suffix}" if suffix else label)
         if view.lines == ("epsilon",):
             entry = f"{label}, ε = {line['epsilon'].iloc[0]:g}" + (f" — {suffix}" if suffix else "")
         dash, symbol = DASHES[style], "circle" if filled else "circle-open"
+        meaning = claim_meaning(line)
     else:
-        entry, dash, symbol = label, "dash", "square-open"
+        entry, dash, symbol, meaning = label, "dash", "square-open", "non-private"
         if len(nonprivate_labels) > 1:
             symbol = ["square-open", "diamond-open", "x-thin-open", "triangle-up-open"][
                 nonprivate_labels.index(label) % 4]
+    _style_key(legend, meaning)
     groups = [group_of(row) for _, row in line.iterrows()]
     hovers = [_hover(row, view, metric, x, m, panel) for (_, row), x, m in zip(line.iterrows(), xs, mean)]
     if view.x == "epsilon" and not private:  # a horizontal line across the private points' range
@@ -378,8 +390,7 @@ def _line_traces(line: pd.DataFrame, view: View, metric: str, floor: float | Non
         xs = np.geomspace(span[0], span[1], 5)
         mean, lo, hi = (np.full(5, v[0]) for v in (mean, lo, hi))
         groups, hovers, at_floor = groups[:1] * 5, hovers[:1] * 5, np.repeat(at_floor[:1], 5)
-    legend.setdefault(entry, {"name": entry, "colour": colour, "dash": dash, "filled": symbol == "circle",
-                              "symbol": symbol})
+    method_entry(legend, entry, colour, dash, symbol)
     if at_floor.any():
         legend.setdefault(FLOOR_ENTRY, {"name": FLOOR_ENTRY, "colour": FLOOR_COLOUR, "dash": "none", "filled": False,
                                         "symbol": FLOOR_SYMBOL, "group": FLOOR_ENTRY, "key": True})
@@ -442,17 +453,37 @@ def plain_formula(formula: str) -> str:
     return formula
 
 
+def method_entry(legend: dict, entry: str, colour: str, dash: str, symbol: str) -> dict:
+    """A method's legend entry, added once: its curve's line and marker, or, once two of its curves
+    differ in either, a filled square of its colour (what each style means is the style key's)."""
+    known = legend.setdefault(entry, {"name": entry, "colour": colour, "dash": dash, "filled": symbol == "circle",
+                                      "symbol": symbol})
+    if (known["dash"], known["symbol"]) != (dash, symbol) and known["symbol"] != "square":
+        known.update({"dash": "none", "symbol": "square", "filled": True})
+    return known
+
+
+def _style_key(legend: dict, meaning: str) -> None:
+    """The style key's entry of a line style (figures.style.STYLE_MEANINGS), once per figure: a grey
+    swatch with what the style means; it explains, hides nothing."""
+    style, filled, text = STYLE_MEANINGS[meaning]
+    symbol = "square-open" if filled is None else ("circle" if filled else "circle-open")
+    legend.setdefault(f"style:{meaning}", {"name": text, "colour": KEY_COLOUR, "dash": DASHES[style],
+                                           "filled": bool(filled), "symbol": symbol, "group": f"style:{meaning}",
+                                           "key": True})
+
+
 def _rate_traces(panel: pd.DataFrame, view: View, name: str, curve: str | None, legend: dict) -> list[dict]:
     """A paper's rate (curves.RATES[name]) with its constants fitted to one curve of the panel
-    (curves.fit_rate), grey dash-dot, as figures.references.draw_rate draws it: one line over epsilon, or one
+    (curves.fit_rate), grey long dashes, as figures.references.draw_rate draws it: one line over epsilon, or one
     per epsilon over n or d."""
     fitted = fit_rate(panel, name, curve)
     if fitted is None:
         return []
     rows = reference_curve(panel, fitted.rate, fitted.curve)
     entry = f"{plain_formula(fitted.rate.formula)} ({fitted.rate.source}), fitted to {fitted.curve}"
-    legend.setdefault(entry, {"name": entry, "colour": RATE_COLOUR, "dash": "dashdot", "filled": False,
-                              "marker": False})
+    legend.setdefault(entry, {"name": entry, "colour": RATE_COLOUR, "dash": REFERENCE_DASHES["rate"][0],
+                              "filled": False, "marker": False})
     names = "ab" if len(fitted.constants) > 1 else "c"
     constants = ", ".join(f"{k} = {v:.3g}" for k, v in zip(names, fitted.constants))
     hover = f"{escape(entry)}<br>{constants}<extra></extra>"
@@ -462,14 +493,16 @@ def _rate_traces(panel: pd.DataFrame, view: View, name: str, curve: str | None, 
         part = part.iloc[np.argsort(_xs(part, view), kind="stable")]
         traces.append({"type": "scatter", "mode": "lines", "x": [float(x) for x in _xs(part, view)],
                        "y": [float(v) for v in fitted.values(part)], "legendgroup": entry, "name": entry,
-                       "line": {"color": RATE_COLOUR, "dash": "dashdot", "width": 1.5}, "showlegend": False,
+                       "line": {"color": RATE_COLOUR, "dash": REFERENCE_DASHES["rate"][1], "width": 1.5},
+                       "showlegend": False,
                        "meta": "rate", "hovertemplate": hover})
     return traces
 
 
 def _majority_trace(panel: pd.DataFrame, view: View, metric: str, legend: dict) -> list[dict]:
     """The majority-class accuracy of the panel's data set (column `majority_accuracy`, added by
-    experiment.render.figure_tables for `baseline: majority`) as a grey dashed line across the panel."""
+    experiment.render.figure_tables for `baseline: majority`) as a grey loosely dotted line across the
+    panel, as the PNG draws it."""
     if metric != "accuracy" or "majority_accuracy" not in panel or panel["majority_accuracy"].isna().all():
         return []
     xs = _xs(panel[panel["epsilon"].notna()] if view.x == "epsilon" else panel, view)
@@ -477,10 +510,11 @@ def _majority_trace(panel: pd.DataFrame, view: View, metric: str, legend: dict) 
     if not xs.size:
         return []
     rate = float(panel["majority_accuracy"].dropna().iloc[0])
-    legend.setdefault(MAJORITY, {"name": MAJORITY, "colour": "#888888", "dash": "dash", "filled": False,
-                                 "marker": False})
+    legend.setdefault(MAJORITY, {"name": MAJORITY, "colour": "#888888", "dash": REFERENCE_DASHES["majority"][0],
+                                 "filled": False, "marker": False})
     return [{"type": "scatter", "mode": "lines", "x": [float(xs.min()), float(xs.max())], "y": [rate, rate],
-             "line": {"color": "#888888", "dash": "dash", "width": 1.5}, "legendgroup": MAJORITY,
+             "line": {"color": "#888888", "dash": REFERENCE_DASHES["majority"][1], "width": 1.5},
+             "legendgroup": MAJORITY,
              "name": MAJORITY, "showlegend": False, "meta": "baseline",
              "hovertemplate": f"accuracy of always predicting the test split's majority class: {rate:.4g} "
                               f"(mean over the seeds' splits)<extra></extra>"}]

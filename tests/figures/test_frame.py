@@ -53,6 +53,25 @@ def test_corner_notes_go_to_the_emptiest_corner_first_ones_on_top():
     assert text.get_position() == (0.02, 0.97)
 
 
+def test_corner_notes_go_above_the_panel_when_every_corner_has_a_line():
+    fig, axes = plt.subplots(1, 1, squeeze=False)
+    ax = axes[0][0]
+    ax.set_title("panel")
+    x = np.linspace(0, 1, 50)
+    ax.plot(x, np.full(50, 0.03))  # a line along the bottom and one along the top: no free corner
+    ax.plot(x, np.full(50, 0.97))
+    ax.set_ylim(0, 1)
+    corner_note(ax, "rate fit: c = 3")
+    place_corner_notes(fig, axes)
+    (text,) = ax.texts
+    fig.canvas.draw()
+    box = text.get_window_extent().transformed(ax.transAxes.inverted())
+    title = ax.title.get_window_extent().transformed(ax.transAxes.inverted())
+    plt.close(fig)
+    assert text.get_text() == "rate fit: c = 3" and text.get_horizontalalignment() == "right"
+    assert box.y0 >= 1.0 and box.y1 <= title.y0 + 1e-6  # between the panel's top edge and its title
+
+
 def test_seeds_note_names_only_the_curves_that_differ():
     """The footer names the curves whose points have another seed count than most."""
     same = pd.DataFrame({"label": ["A", "A", "B"], "count": [20, 20, 20]})

@@ -54,8 +54,27 @@ def test_a_zero_gap_is_a_triangle_at_the_floor_and_says_so(figures):
     for trace in _line_traces(fig):  # a private gap > 0 keeps its circles
         if trace["name"] != "nonprivate":
             assert "triangle-down-open" not in _symbols(trace)
-    accuracy = figures["accuracy"]  # nothing at a floor: no triangle, no key
-    assert not any(e.get("key") for e in accuracy["legend"])
+    accuracy = figures["accuracy"]  # nothing at a floor: no triangle, no floor key
+    assert not any(e.get("symbol") == "triangle-down-open" for e in accuracy["legend"])
+
+
+def test_one_legend_entry_per_method_and_a_key_per_line_style(figures):
+    """As in the PNG: each method once in the legend (no second entry for a caveat), and every line
+    style the panels draw explained once by a grey key entry (figures.style.STYLE_MEANINGS)."""
+    for fig in figures.values():
+        methods = [e["name"] for e in fig["legend"] if not e.get("key")]
+        labels = [name.split(" — ")[0] for name in methods]
+        assert len(labels) == len(set(labels)), methods
+        drawn = {t["line"]["dash"] for t in _line_traces(fig)}
+        keyed = {e["dash"] for e in fig["legend"] if str(e.get("group", "")).startswith("style:")}
+        assert drawn <= keyed, (drawn, keyed)
+    legend: dict = {}
+    first = charts.method_entry(legend, "Bolt-on", "#d62728", "solid", "circle-open")
+    assert (first["dash"], first["symbol"]) == ("solid", "circle-open")
+    charts.method_entry(legend, "Bolt-on", "#d62728", "solid", "circle-open")  # the same style again
+    assert legend["Bolt-on"]["symbol"] == "circle-open"
+    charts.method_entry(legend, "Bolt-on", "#d62728", "dot", "circle-open")  # another panel, not certified
+    assert list(legend) == ["Bolt-on"] and (legend["Bolt-on"]["dash"], legend["Bolt-on"]["symbol"]) == ("none", "square")
 
 
 def test_the_legend_shows_the_markers_the_panels_draw(figures):

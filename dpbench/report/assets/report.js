@@ -30,7 +30,7 @@
   }
 
   // ---- figures -------------------------------------------------------------------------------
-  var DASH_SVG = { solid: "", dash: "6,3", dashdot: "6,2,1.5,2", dot: "1.5,2.5", none: "" };
+  var DASH_SVG = { solid: "", dash: "6,3", dashdot: "6,2,1.5,2", dot: "1.5,2.5", longdash: "10,3", loosedot: "1,4", none: "" };
 
   // a plotly.js marker symbol (the traces' marker.symbol, charts.py) as an SVG path centred at (15, 6),
   // so the legend shows the marker the panels draw; "-open": outline only
