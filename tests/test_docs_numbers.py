@@ -190,3 +190,18 @@ def test_the_selection_table_is_what_the_command_writes(tmp_path):
         return next(b for k, n, b in blocks.blocks(text) if (k, n) == ("claims", claims.SELECTION_BLOCK))
 
     assert block(page.read_text(encoding="utf-8")) == block((ROOT / "docs" / "claims.md").read_text(encoding="utf-8"))
+
+
+def test_the_readme_opens_with_a_committed_figure():
+    """The README's first image is a figure of the committed results, recorded in its figures.json
+    (so it is redrawn with the figures, never a stale copy)."""
+    import json
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    first = re.search(r"!\[[^\]]+\]\(([^)]+)\)", text)
+    assert first, "the README shows no figure"
+    path = ROOT / first.group(1)
+    assert path.is_file() and path.parent.parent == ROOT / "results", path
+    recorded = json.loads((path.parent / "figures.json").read_text(encoding="utf-8"))
+    assert any(path.name in entry["files"] for entry in recorded.values()), path
+    assert text.index(first.group(0)) < text.index("## A one-screen tour")

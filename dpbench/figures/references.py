@@ -36,7 +36,7 @@ ReferenceCurveOption = Annotated[str | None, Param(
     "label of the curve the reference rate's constants are fitted to (default: the first curve of the rate's "
     "algorithm)")]
 BaselineOption = Annotated[str | None, Param(
-    "majority: the accuracy of predicting the test split's majority class, a dashed grey line per panel "
+    "majority: the accuracy of predicting the test split's majority class, a dotted grey line per panel, its value in the right margin "
     "(read from the data sets' splits, else from the stored results/<exp>/majority.csv)", choices=BASELINES)]
 
 
