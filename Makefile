@@ -49,7 +49,7 @@ docs: $(STAMP)
 	$(BIN)/mkdocs build --strict --quiet --site-dir site
 
 pytest: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow

@@ -13,6 +13,7 @@ Three kinds of number appear in the pages, and each is kept true a different way
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -73,6 +74,7 @@ def test_every_timing_and_size_says_when_and_where_it_was_measured(page):
                      + "\n".join(f"  {found[:4]} in: {para.strip()[:120]!r}" for found, para in bad))
 
 
+@functools.cache
 def _committed_counts() -> dict[str, dict]:
     return {row["experiment"]: row for row in (counts.counts(load(s), ROOT / "results") for s in SPECS)}
 

@@ -23,7 +23,8 @@ import pytest
 from dpbench.report import site as report
 from dpbench.spec.experiment import load
 
-pytestmark = pytest.mark.browser
+# one worker runs the whole module (make test: --dist loadgroup), so the site is built and Chromium started once
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
