@@ -16,7 +16,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
-# pytest's worker processes in `make test` (pytest-xdist): CI's 2 cores
+# pytest's worker processes in `make test` (pytest-xdist): CI's 2 cores; --dist loadfile keeps a module on one
+# worker, so its module fixtures (a built site, Chromium, JAX's compiled shapes) are made once, not once per worker
 TEST_WORKERS ?= 2
 # Raw UCI files: ../shared/data when that folder exists (this project's machines, or a `dpbench data fetch` there), else ./data.
 DPBENCH_DATA ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),$(abspath data))
@@ -49,7 +50,7 @@ docs: $(STAMP)
 	$(BIN)/mkdocs build --strict --quiet --site-dir site
 
 pytest: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow

@@ -43,8 +43,9 @@ def _curves_csv(table: pd.DataFrame) -> str:
 # ---------------------------------------------------------------------------------------------
 # the committed tables
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["pidp", "inputpert", "heavytailed", "dpsco"])
-def test_committed_runs_table_gives_the_committed_curves_back(name):
+@pytest.mark.parametrize("name", [pytest.param("pidp", marks=pytest.mark.slow),
+                                  pytest.param("inputpert", marks=pytest.mark.slow), "heavytailed", "dpsco"])
+def test_committed_runs_table_gives_the_committed_curves_back(name):  # the paper-scale tables: make test-slow
     exp = spec.load(REPO / "experiments" / f"{name}.yaml")
     runs = stored_tables.load_runs(exp, REPO / "results")
     assert not stored_tables.coverage(exp, runs).missing  # the committed table covers the spec's grid

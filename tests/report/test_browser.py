@@ -23,8 +23,7 @@ import pytest
 from dpbench.report import site as report
 from dpbench.spec.experiment import load
 
-# one worker runs the whole module (make test: --dist loadgroup), so the site is built and Chromium started once
-pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
+pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")

@@ -24,8 +24,6 @@ from dpbench.spec.experiment import load
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results"
-# one worker runs the whole module (make test: --dist loadgroup): its module fixtures are built once
-pytestmark = pytest.mark.xdist_group("report-site")
 
 
 def _spec(name: str):
