@@ -252,3 +252,30 @@ def test_legend_names_carry_the_guarantee_and_merge_candidate_counts():
 def test_projection_radius_is_read_from_the_params():
     rows = pd.DataFrame({"params": ['{"radius": 10.0, "lr": 0.2}', '{"radius": null}', "{}", None]})
     assert radii(rows) == [10.0]
+
+
+@pytest.mark.parametrize("spec_path", ["experiments/quickstart.yaml", "experiments/dpsco.yaml",
+                                       "examples/my_algorithm/experiment.yaml"])
+def test_the_committed_figures_are_recorded_for_the_current_drawing_code(tmp_path, spec_path):
+    """Redrawing an experiment from its committed tables draws nothing: figures.json records, for
+    every figure, the digest of its rows and of today's drawing code, so a rerun on a clean clone
+    leaves the figures and figures.json as committed (a figure module edited without redrawing
+    the committed figures fails here)."""
+    import json
+
+    exp = spec.load(REPO / spec_path)
+    committed = REPO / "results" / exp.name
+    drawn_with = json.loads((committed / "manifest.json").read_text())["packages"]["matplotlib"]
+    import matplotlib
+
+    if matplotlib.__version__ != drawn_with:
+        pytest.skip(f"the committed figures were drawn with matplotlib {drawn_with}, this is "
+                    f"{matplotlib.__version__}: every figure would be redrawn")
+    folder = tmp_path / exp.name
+    shutil.copytree(committed, folder, ignore=shutil.ignore_patterns("cells", "profiles", "*.html"))
+    before = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    render.render(exp, results=tmp_path, from_runs=True)
+    after = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    changed = sorted(name for name in before if after.get(name) != before[name])
+    assert not changed, (f"{changed} changed: the committed figures are stale for the drawing code; "
+                         f"`dpbench plot {spec_path} --from-runs` redraws them")
