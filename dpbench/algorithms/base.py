@@ -74,11 +74,15 @@ class AlgorithmInfo(Declared):
     source: str = BUILT_IN  # or the plugin reference it was loaded from (dpbench.run.plugins)
     updates: bool = False  # its fits report every noisy step (`dpbench.algorithms.releases`)
     privatised: bool = False  # its privacy is dpbench's own mechanism (`dpbench.algorithms.privatiser`)
+    library: str | None = None  # a peer: the distribution whose mechanism it runs (`dpbench.algorithms.peers`)
 
     @property
     def mechanism_owner(self) -> str:
-        """Whose code runs the mechanism: "dpbench" (a built-in, or a plugin on the privatiser path)
-        or "plugin" (a plugin that owns its loop: its claim is at most "declared")."""
+        """Whose code runs the mechanism: "dpbench" (a built-in, or a plugin on the privatiser path),
+        "plugin" (a plugin that owns its loop) or "library" (a peer library's implementation,
+        `library`); the claim of the last two is at most "declared"."""
+        if self.library is not None:
+            return "library"
         return "dpbench" if self.source == BUILT_IN or self.privatised else "plugin"
 
     @property
@@ -110,7 +114,7 @@ REGISTRY: Registry[AlgorithmInfo] = Registry("algorithm", builtins="dpbench.algo
 
 
 def algorithm(name: str, *, title: str, citation: str, private: bool, convex_only: bool = False,
-              updates: bool = False, register: bool = True,
+              updates: bool = False, register: bool = True, library: str | None = None,
               runs: Callable[[FitFunction], FitFunction] | None = None) -> Callable[[FitFunction], FitFunction]:
     """Declare `fit(problem, privacy, rng, *, <annotated hyperparameters>) -> Fit` as algorithm `name`.
 
@@ -119,13 +123,15 @@ def algorithm(name: str, *, title: str, citation: str, private: bool, convex_onl
     noisy step it takes (`dpbench.algorithms.releases.release`), so it can be audited with the
     adversary that sees all updates. `runs` (set by `dpbench.algorithms.privatiser.privatised_algorithm`,
     not by hand): the wrapper whose result the runner calls instead of `fit` itself, for a fit on the
-    privatiser path (AlgorithmInfo.privatised). The fit gets `fit.dpbench_component` (its
+    privatiser path (AlgorithmInfo.privatised). `library`: a peer's distribution name (the library whose
+    mechanism the fit runs, `dpbench.algorithms.peers`): its claim is at most "declared". The fit gets `fit.dpbench_component` (its
     AlgorithmInfo) and is registered unless register=False.
     """
     def declare(fit: FitFunction) -> FitFunction:
         info = AlgorithmInfo(name=name, title=title, citation=citation, private=private,
                              fit=fit if runs is None else runs(fit), params=params_of(fit), convex_only=convex_only,
-                             source=current_source(), updates=updates, privatised=runs is not None)
+                             source=current_source(), updates=updates, privatised=runs is not None,
+                             library=library)
         fit.dpbench_component = info  # type: ignore[attr-defined]
         if register:
             REGISTRY.register(info)

@@ -423,7 +423,7 @@ def _record(cell: Cell, shared: _Prepared, target, fit, fit_seconds: float, lsta
         ledger = plugin_records.with_dropped(plugin_records.schema_ledger(ledger), dropped)
     ledger = claim_check.checked(ledger, target.epsilon, delta)
     ledger = checked_releases(ledger, released)
-    ledger = plugin_records.owned_claim(ledger, info.mechanism_owner)
+    ledger = plugin_records.owned_claim(ledger, info.mechanism_owner, info.library)
     if info.convex_only and not model.convex and ledger.claim != "none":
         ledger = ledger.with_claim("none", f"{cell.algorithm}'s proof needs a convex loss; {cell.model} is not convex")
     if delta is not None and ledger.claim != "none" and delta >= 1.0 / dataset.n_train:

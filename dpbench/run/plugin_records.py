@@ -38,12 +38,18 @@ OWNED_REASON = ("declared by the plugin: it runs its own mechanism (not dpbench'
                 "own word, checked by dpbench's ledger and release checks only; `dpbench verify` tests it further")
 
 
-def owned_claim(ledger: Ledger, mechanism_owner: str) -> Ledger:
-    """The ledger with a "valid" stored as "declared" (`OWNED_REASON`) when the plugin owns the
-    mechanism (`AlgorithmInfo.mechanism_owner` "plugin"); unchanged otherwise."""
-    if mechanism_owner == "plugin" and ledger.claim == "valid":
-        return ledger.with_claim("declared", OWNED_REASON)
-    return ledger
+def owned_claim(ledger: Ledger, mechanism_owner: str, library: str | None = None) -> Ledger:
+    """The ledger with a "valid" stored as "declared" when dpbench does not run the mechanism
+    (`AlgorithmInfo.mechanism_owner`): a plugin that owns its loop (`OWNED_REASON`), or a peer
+    library's implementation ("declared by <library> <version>: ...", `peers.declared_reason`);
+    unchanged otherwise."""
+    if ledger.claim != "valid" or mechanism_owner == "dpbench":
+        return ledger
+    if mechanism_owner == "library":
+        from dpbench.algorithms.peers import declared_reason
+
+        return ledger.with_claim("declared", declared_reason(library or "the library"))
+    return ledger.with_claim("declared", OWNED_REASON)
 
 
 def _scalar(value: Any) -> bool:
