@@ -10,6 +10,8 @@
 #   make test-slow the paper-scale tests (marker `slow`), left out of make test
 #   make bench-gpu on an NVIDIA GPU: install JAX's CUDA build, time the JAX path against the numpy path
 #                  (`dpbench bench --device gpu`) and run the quickstart there (docs/gpu.md)
+#   make install-peers the peers' extras (torch CPU + Opacus, diffprivlib, jax-privacy): `make figures` then runs
+#                  experiments/peers.yaml too; make test-peers runs every peer's tests, the torch ones included
 #   make bench-opacus  install the optional extra (torch + opacus), then compare dpbench's DP-SGD
 #                  steps with Opacus (`dpbench bench --against opacus`, results/bench-opacus.json)
 PYTHON ?= python3
@@ -22,21 +24,24 @@ TEST_WORKERS ?= 2
 # Raw UCI files: ../shared/data when that folder exists (this project's machines, or a `dpbench data fetch` there), else ./data.
 DPBENCH_DATA ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),$(abspath data))
 export DPBENCH_DATA
-# the paper experiments, and the plugin example (README, "Benchmark your own algorithm")
-EXPERIMENTS := $(wildcard experiments/*.yaml) examples/my_algorithm/experiment.yaml
+# the paper experiments, and the plugin example (README, "Benchmark your own algorithm"); experiments/peers.yaml
+# (dpbench against Opacus, jax-privacy and diffprivlib) only where the peers' extras are installed (`make install-peers`)
+PEERS_READY := $(shell $(VENV)/bin/python -c "import opacus, diffprivlib, jax_privacy" >/dev/null 2>&1 && echo yes)
+EXPERIMENTS := $(filter-out $(if $(PEERS_READY),,experiments/peers.yaml),$(wildcard experiments/*.yaml)) \
+               examples/my_algorithm/experiment.yaml
 STAMP := $(VENV)/.installed
 # bench-opacus: torch pinned to the version whose CPU wheel pip finds on this project's machines,
 # installed with the extra; the extra's plain `torch>=2.0` could otherwise pull a multi-GB CUDA build
 TORCH ?= torch==2.13.0
 
-.PHONY: install test test-slow pytest check layers docs figures report fetch verify bench bench-gpu bench-opacus help
+.PHONY: install install-peers test-peers test test-slow pytest check layers docs figures report fetch verify bench bench-gpu bench-opacus help
 
 help:
-	@echo "make figures | make report | make fetch | make test (= layers + docs + check + pytest) | make check | make layers | make docs | make test-slow | make bench | make bench-gpu | make bench-opacus | make verify | make install"
+	@echo "make figures | make report | make fetch | make test (= layers + docs + check + pytest) | make check | make layers | make docs | make test-slow | make bench | make bench-gpu | make bench-opacus | make verify | make install | make install-peers | make test-peers"
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[test,dask,docs,jax]"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[test,dask,docs,jax,diffprivlib,jax-privacy]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -78,6 +83,16 @@ bench-gpu: $(STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check "jax[cuda12]"
 	$(BIN)/dpbench bench --device gpu --output results/bench-gpu.json
 	$(BIN)/dpbench run experiments/quickstart.yaml --device gpu --jobs 1 --results results-gpu --no-progress
+
+# the peers' extras: torch's CPU build and Opacus (~0.9 GB), diffprivlib and jax-privacy (installed by every target)
+install-peers: $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check $(TORCH) -e ".[opacus,diffprivlib,jax-privacy]"
+
+# every peer's tests, the torch ones included (make test runs the diffprivlib and jax-privacy ones; without torch
+# the Opacus tests skip there with the install command)
+test-peers: install-peers
+	$(BIN)/python -m pytest -q -m "slow or not slow" tests/algorithms/test_peer_opacus.py \
+		tests/algorithms/test_peer_diffprivlib.py tests/algorithms/test_peer_jax_privacy.py
 
 bench-opacus: $(STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check $(TORCH) -e ".[opacus]"

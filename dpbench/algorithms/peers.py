@@ -6,8 +6,9 @@ A peer's fit runs its library's mechanism (Opacus's `PrivacyEngine`, diffprivlib
 is stored "declared by <library> <version>" (`declared_reason`; `dpbench.run.plugin_records.owned_claim`),
 its ledger carries the library's own accountant's ε beside dpbench's recomputation from the same
 DpEvent where one exists. The libraries are optional extras, imported only when a peer fits
-(`require`): without one, the spec that names a peer is refused before any cell runs, in one line
-naming the `pip install` that brings it.
+(`require`): without one, a run that would fit a peer stops before any cell runs, in one line
+naming the `pip install` that brings it (`dpbench.experiment.pipeline.require_libraries`); the spec
+itself loads, so committed results are redrawn, tested and reported without the library.
 """
 
 from __future__ import annotations

@@ -121,6 +121,7 @@ def _run_experiments(exps, results, data_dir, jobs, backend, scheduler, force, p
     ordered = sorted(cells.values(), key=lambda c: (c.dataset, c.rep, c.model, c.algorithm))
     store = RoutedStore(routes)
     todo = ordered if force else [c for c in ordered if not store.is_finished(c.key)]
+    require_libraries(todo)
     _report_quarantined({s.root: s for stores in routes.values() for s in stores}.values(), notify)
     # L* phase: each (data split, model) once, in parallel over problems, before the cells that
     # need it (otherwise parallel workers compute the same non-convex L* estimate side by side)
@@ -138,6 +139,23 @@ def _run_experiments(exps, results, data_dir, jobs, backend, scheduler, force, p
         audit_results(exp, results=results, data_dir=data_dir, jobs=jobs, backend=backend, scheduler=scheduler,
                       progress=progress, force=force)
     return summary
+
+
+def require_libraries(cells) -> None:
+    """Before any cell runs: the library of every peer among `cells` (`dpbench.algorithms.peers`, an
+    optional extra) is installed, else one DpbenchError naming the `pip install` that brings it. A spec
+    that names a peer still loads without it, so its committed results can be redrawn, tested and
+    reported anywhere."""
+    from dpbench import algorithms
+    from dpbench.algorithms import peers
+
+    for name in sorted({c.algorithm for c in cells}):
+        try:
+            library = algorithms.REGISTRY[name].library
+        except KeyError:  # a plugin's algorithm: loaded by its reference, never a peer
+            continue
+        if library is not None:
+            peers.require(library)
 
 
 def _device_of(exps: list[Experiment]) -> str:

@@ -46,15 +46,7 @@ def algorithm_of(spec: dict, path: str, base: str) -> tuple[Any, str | None, str
 
     reference = spec.get("plugin")
     if reference is None:
-        info = lookup(algorithms.REGISTRY, spec["name"], path)
-        if info.library is not None:  # a peer: its library is an optional extra, needed before any cell runs
-            from dpbench.algorithms import peers
-
-            try:
-                peers.require(info.library)
-            except DpbenchError as exc:
-                raise SpecError(f"{path}.name: {info.name}: {exc}") from None
-        return info, None, None
+        return lookup(algorithms.REGISTRY, spec["name"], path), None, None
     validate(f"{path}.plugin", reference, PLUGIN)
     try:
         canonical = plugins.resolve(reference, base or None)
