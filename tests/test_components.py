@@ -32,6 +32,7 @@ from dpbench import data, models
 from dpbench.algorithms.base import REGISTRY, Fit, PrivacyTarget, Problem
 from dpbench.analysis.curves import curves_table, runs_table, selected_by_metric, trace_curves, traces_table
 from dpbench.audit.canaries import CANARIES, Game, RecipeContext
+from dpbench.core.errors import DpbenchError
 from dpbench.core.ledger import CLAIMS, Adjacency, Ledger
 from dpbench.core.registry import validate
 from dpbench.core.store import ResultStore
@@ -68,10 +69,16 @@ def _check_declared(component, function, params=None) -> None:
 
 
 # ---- algorithms ---------------------------------------------------------------------------------------
+#: the models a peer's library implements (its fit refuses the others): diffprivlib's LogisticRegression
+PEER_MODELS = {"diffprivlib_logreg": ("logreg",)}
+
+
 def _algorithm_cases() -> list:
     cases = []
     for name, info in REGISTRY.items():
         for model, model_info in MODELS.items():
+            if info.name in PEER_MODELS and model not in PEER_MODELS[info.name]:
+                continue
             if model_info.convex or not info.convex_only:
                 cases.append(pytest.param(name, model, id=f"{name}-{model}"))
     return cases
@@ -96,7 +103,12 @@ def _fit(name: str, model: str, seed: int) -> tuple[Fit, Problem]:
 @pytest.mark.parametrize("name, model", _algorithm_cases())
 def test_algorithm_fits_with_a_well_formed_ledger_and_its_seed_decides(name, model, tmp_path):
     info = REGISTRY[name]
-    fit, problem = _fit(name, model, seed=2024)
+    try:
+        fit, problem = _fit(name, model, seed=2024)
+    except DpbenchError as exc:  # a peer whose optional library is not installed, or cannot run here
+        if info.library is None:
+            raise
+        pytest.skip(str(exc))
     assert isinstance(fit, Fit)
     theta = np.asarray(fit.theta, dtype=float)
     assert theta.shape == (problem.model.n_params,) and np.isfinite(theta).all()
@@ -105,7 +117,8 @@ def test_algorithm_fits_with_a_well_formed_ledger_and_its_seed_decides(name, mod
     assert isinstance(ledger, Ledger) and ledger.claim in CLAIMS and ledger.mechanism
     assert ledger.private is info.private
     if info.private:
-        assert (ledger.target_epsilon, ledger.delta) == (TARGET.epsilon, TARGET.delta)
+        assert ledger.target_epsilon == TARGET.epsilon
+        assert ledger.delta in (TARGET.delta, 0.0), ledger.delta  # 0: a pure eps-DP guarantee (stronger)
         assert isinstance(ledger.adjacency, Adjacency)
     else:
         assert ledger.claim == "none" and ledger.target_epsilon is None and not ledger.epsilon_spent

@@ -30,12 +30,21 @@ EXTRAS = {
 
 
 def require(library: str) -> ModuleType:
-    """The module of peer library `library` (an EXTRAS key), or a DpbenchError naming the install."""
+    """The module of peer library `library` (an EXTRAS key), or a DpbenchError naming the install: "not
+    installed", or "installed but cannot be imported (<the ImportError>)" when the library is there but
+    one of its own imports fails (diffprivlib 0.6.6 under scikit-learn >= 1.9 imports a name that
+    scikit-learn removed)."""
     module, install = EXTRAS[library]
     try:
         return importlib.import_module(module)
-    except ImportError:
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and exc.name.split(".")[0] != module:  # the library is there, one of its imports is not
+            raise DpbenchError(f"{library} {version(library)} is installed but cannot be imported ({exc}): "
+                               f"{install}") from None
         raise DpbenchError(f"{library} is not installed: the peer algorithms that run it need it: {install}") from None
+    except ImportError as exc:  # installed, but incompatible with what it imports (e.g. a newer scikit-learn)
+        raise DpbenchError(f"{library} {version(library)} is installed but cannot be imported ({exc}): "
+                           f"{install}") from None
 
 
 def available(library: str) -> bool:
