@@ -42,6 +42,7 @@ from dpbench.audit.setup import AUDIT_SCHEMA, AuditError, AuditSetup, check_setu
 from dpbench.core.keys import digest, seed_from
 from dpbench.core.ledger import Adjacency, Ledger
 from dpbench.privacy import claim_check, one_run
+from dpbench.run import plugin_records
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,7 @@ def run_one_run_chunk(chunk: OneRunChunk, context=None) -> dict:
     save_privacy_memo(cell_context)
     # dpbench's own check of a "valid" (the fit's word is not taken: its stated mechanism is recomputed)
     ledger = claim_check.checked(Ledger.from_dict(fit.privacy), setup.epsilon, setup.delta)
+    ledger = plugin_records.owned_claim(ledger, info.mechanism_owner, info.library)  # as the runner stores it
     claim = ledger.get("claim")
     if info.convex_only and not model.convex and claim != "none":
         claim = "none"

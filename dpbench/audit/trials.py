@@ -23,6 +23,7 @@ from dpbench.core.keys import digest, seed_from
 from dpbench.core.ledger import Adjacency, Ledger
 from dpbench.core.registry import resolve_paths
 from dpbench.privacy import claim_check
+from dpbench.run import plugin_records
 
 if TYPE_CHECKING:
     pass
@@ -209,6 +210,7 @@ def run_chunk(chunk: AuditChunk, context: AuditContext = AuditContext()) -> dict
     fit_seconds = time.perf_counter() - started
     # dpbench's own check of a "valid" (the fit's word is not taken: its stated mechanism is recomputed)
     ledger = claim_check.checked(Ledger.from_dict(fits[0].privacy), setup.epsilon, setup.delta)
+    ledger = plugin_records.owned_claim(ledger, info.mechanism_owner, info.library)  # as the runner stores it
     save_privacy_memo(cell_context)
     claim = ledger.get("claim")
     if info.convex_only and not game.model.convex and claim != "none":

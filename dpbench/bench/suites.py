@@ -460,8 +460,8 @@ def fits_suite(data_dir: str | None = None, repeats: int = 1, *, data=None, mode
             rec["examples_per_s"] = steps * float(rec["batch_size"]) / times[0]
         return rec
 
-    chosen = algorithms_ if algorithms_ is not None else tuple(
-        sorted(k for k, v in algorithms.REGISTRY.items() if v.private))
+    chosen = algorithms_ if algorithms_ is not None else tuple(  # dpbench's own: a peer is its library's speed
+        sorted(k for k, v in algorithms.REGISTRY.items() if v.private and v.library is None))
     for name in chosen:
         records.append(one(name, "logreg", {}, "fit (defaults)"))
     for model_name in models:
