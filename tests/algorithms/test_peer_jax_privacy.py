@@ -145,7 +145,12 @@ metrics: [accuracy]
     assert stored["epsilon_spent"]["jax-privacy-pld"] == pytest.approx(recomputed["pld"], rel=1e-3)
 
 
-def test_without_the_library_the_fit_and_the_spec_fail_in_one_line(problem, monkeypatch, tmp_path):
+def test_without_the_library_the_fit_and_the_run_fail_in_one_line(problem, monkeypatch, tmp_path):
+    """The spec loads (committed results stay readable without the library); a run that would fit
+    the peer stops before any cell, in one line naming the install (pipeline.require_libraries)."""
+    from click.testing import CliRunner
+
+    from dpbench.cli.main import main
     from dpbench.spec.experiment import load
 
     monkeypatch.setitem(peers.EXTRAS, "jax-privacy", ("jax_privacy_not_installed_here",
@@ -167,9 +172,12 @@ epsilons: [1.0]
 delta: 1.0e-5
 metrics: [accuracy]
 """)
-    with pytest.raises(DpbenchError) as err:
-        load(str(spec))
-    assert "\n" not in str(err.value) and "pip install 'dpbench[jax-privacy]'" in str(err.value)
+    assert load(str(spec)).algorithms[0].name == "jax_privacy_dpsgd"
+    out = CliRunner().invoke(main, ["run", str(spec), "--results", str(tmp_path / "results"), "--no-progress"])
+    assert out.exit_code == 2, out.output
+    error = [line for line in out.output.splitlines() if line.startswith("error:")]
+    assert len(error) == 1 and "pip install 'dpbench[jax-privacy]'" in error[0], out.output
+    assert not list((tmp_path / "results").rglob("cells/*.json"))  # nothing ran
 
 
 def test_another_model_is_refused_in_one_line(problem):
