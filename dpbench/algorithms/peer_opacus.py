@@ -23,6 +23,12 @@ dpbench supplies only what makes the run comparable with its own `dpsgd`:
   divides the noisy sum by its `expected_batch_size` = int(n q) (B = 1 can truncate it to 0: then
   round(n q), recorded as `expected_batch_size_corrected_from`).
 
+`make_private_with_epsilon` is two calls, made here as it makes them: z = `get_noise_multiplier(target
+epsilon, delta, sample_rate = 1 / len(DataLoader), epochs, accountant)`, then `make_private(noise_multiplier=z,
+max_grad_norm=C, poisson_sampling=True)`; z and Opacus' final epsilon are memoised by their arguments
+(`opacus_noise_multiplier`, `opacus_epsilon_spent`): the calibration is most of a small fit's time, and
+`dpbench verify` and the audits run thousands of fits at one setting.
+
 Every step is reported (`releases.release`) from the optimizer's step hook, which Opacus calls after
 the noise and the division, before the parameter update: theta_t (dpbench's layout), the noisy
 mean gradient Opacus computed (weight = 1 / its expected batch size), noise std zC, rate q, clip C.
@@ -79,6 +85,39 @@ def opacus_rate(n: int, batch_size: float) -> tuple[int, int]:
     return int(b[best]), int(k[best])
 
 
+#: Opacus' answers by their arguments: its calibration (~0.3 s a call, most of a small fit's time) and its epsilon
+#: for one accountant history; a verification or an audit runs thousands of fits with the same ones
+_MEMO: dict[tuple, float] = {}
+MEMO_SIZE = 4096
+
+
+def _memoised(key: tuple, compute) -> float:
+    try:
+        return _MEMO[key]
+    except KeyError:
+        pass
+    if len(_MEMO) >= MEMO_SIZE:
+        _MEMO.clear()
+    value = _MEMO[key] = float(compute())
+    return value
+
+
+def opacus_noise_multiplier(epsilon: float, delta: float, sample_rate: float, epochs: float, accountant: str) -> float:
+    """z as `PrivacyEngine.make_private_with_epsilon` computes it: Opacus' `get_noise_multiplier` for
+    its accountant at the loader's sample rate and `epochs` (it composes int(epochs / sample_rate) steps)."""
+    from opacus.accountants.utils import get_noise_multiplier
+
+    return _memoised(("z", epsilon, delta, sample_rate, epochs, accountant), lambda: get_noise_multiplier(
+        target_epsilon=epsilon, target_delta=delta, sample_rate=sample_rate, epochs=epochs, accountant=accountant))
+
+
+def opacus_epsilon_spent(engine: Any, delta: float) -> float:
+    """`engine.get_epsilon(delta)`: Opacus' accountant's epsilon for the steps it counted (its history
+    of (z, q, steps))."""
+    history = tuple(tuple(entry) for entry in engine.accountant.history)
+    return _memoised(("epsilon", engine.accountant.mechanism(), history, delta), lambda: engine.get_epsilon(delta))
+
+
 def _module(problem: Problem):
     """The torch module (float64) computing dpbench's model's output, and a function from its
     parameters to dpbench's theta and back (`to_theta`, `load`)."""
@@ -129,8 +168,8 @@ def fit_opacus_dpsgd(
     clip_norm: ClipNorm = 1.0,
     accountant: Accountant = "rdp",
 ) -> Fit:
-    """Opacus' DP-SGD on dpbench's problem (module docstring): `make_private_with_epsilon` with
-    Poisson sampling, SGD(lr, weight_decay=l2), every step reported, Opacus' epsilon in the ledger."""
+    """Opacus' DP-SGD on dpbench's problem (module docstring): `make_private_with_epsilon`'s calibration
+    and `make_private` with Poisson sampling, SGD(lr, weight_decay=l2), every step reported, Opacus' epsilon in the ledger."""
     opacus = peers.require(LIBRARY)
     import torch
     from torch.utils.data import DataLoader, TensorDataset
@@ -150,7 +189,7 @@ def fit_opacus_dpsgd(
     classify = model.task == "classification"
     y = torch.from_numpy((y_np > 0).astype(np.float64) if classify else y_np)  # {-1, +1} -> {0, 1}
     criterion = torch.nn.BCEWithLogitsLoss() if classify else torch.nn.MSELoss()
-    b, batches = opacus_rate(n, batch_size)
+    b, _ = opacus_rate(n, batch_size)
     loader = DataLoader(TensorDataset(X, y), batch_size=b, generator=torch.Generator().manual_seed(loader_seed))
     optimizer = torch.optim.SGD(module.parameters(), lr=lr, weight_decay=model.l2)
     with warnings.catch_warnings():  # Opacus' notices of its defaults (secure_mode off, its alpha grid)
@@ -158,15 +197,16 @@ def fit_opacus_dpsgd(
         warnings.filterwarnings("ignore", message="Optimal order is the largest alpha")
         warnings.filterwarnings("ignore", message="Full backward hook is firing")
         engine = opacus.PrivacyEngine(accountant=accountant)
-        private_module, optimizer, private_loader = engine.make_private_with_epsilon(
-            module=module, optimizer=optimizer, data_loader=loader, target_epsilon=float(privacy.epsilon),
-            target_delta=float(privacy.delta), epochs=epochs, max_grad_norm=float(clip_norm), poisson_sampling=True,
-            noise_generator=torch.Generator().manual_seed(noise_seed))
+        # make_private_with_epsilon, its two calls: z from Opacus' get_noise_multiplier (memoised), then make_private
+        z = opacus_noise_multiplier(float(privacy.epsilon), float(privacy.delta), 1.0 / len(loader), epochs,
+                                    accountant)
+        private_module, optimizer, private_loader = engine.make_private(
+            module=module, optimizer=optimizer, data_loader=loader, noise_multiplier=z, max_grad_norm=float(clip_norm),
+            poisson_sampling=True, noise_generator=torch.Generator().manual_seed(noise_seed))
     q = 1.0 / len(private_loader)  # Opacus' sample rate, as make_private_with_epsilon computes it
     steps = int(epochs / q)  # the steps get_noise_multiplier calibrated z for
     if steps < 1:
         raise DpbenchError(f"opacus_dpsgd: epochs = {epochs:g} gives Opacus int(epochs / q) = 0 steps at q = {q:.4g}")
-    z = float(optimizer.noise_multiplier)
     corrected = None
     if optimizer.expected_batch_size < 1:  # int(n q) truncated to 0 (B = 1): Opacus would divide by zero
         corrected = optimizer.expected_batch_size
@@ -204,7 +244,7 @@ def fit_opacus_dpsgd(
         raise DpbenchError("opacus_dpsgd: Opacus' iterate is not finite")
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Optimal order is the largest alpha")
-        opacus_epsilon = float(engine.get_epsilon(float(privacy.delta)))
+        opacus_epsilon = opacus_epsilon_spent(engine, float(privacy.delta))
     spent = {f"opacus-{accountant}": opacus_epsilon, **dpsgd_epsilon_report(z, q, steps, float(privacy.delta))}
     within = min(spent.values()) <= float(privacy.epsilon) * (1 + 1e-9)
     expected_batch = float(optimizer.expected_batch_size)

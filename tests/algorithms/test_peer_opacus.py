@@ -75,6 +75,22 @@ def test_logreg_fit_releases_ledger_and_stored_claim():
     assert np.all(np.isfinite(fit.theta)) and fit.theta.shape == (5,)
 
 
+@pytest.mark.filterwarnings("ignore:Secure RNG turned off", "ignore:Optimal order is the largest alpha")
+def test_noise_multiplier_is_make_private_with_epsilon_s():
+    """The fit's z (get_noise_multiplier, then make_private) is the one make_private_with_epsilon picks."""
+    from opacus import PrivacyEngine
+    from torch.utils.data import DataLoader, TensorDataset
+
+    prob = problem()
+    fit = get("opacus_dpsgd").fit(prob, TARGET, np.random.default_rng(0), epochs=2.0, batch_size=20.0)
+    module = torch.nn.Linear(5, 1, bias=False).double()
+    loader = DataLoader(TensorDataset(torch.from_numpy(prob.X), torch.from_numpy(prob.y)), batch_size=20)
+    _, optimizer, _ = PrivacyEngine(accountant="rdp").make_private_with_epsilon(  # Opacus 1.6 defaults to prv
+        module=module, optimizer=torch.optim.SGD(module.parameters(), lr=0.5), data_loader=loader,
+        target_epsilon=TARGET.epsilon, target_delta=TARGET.delta, epochs=2.0, max_grad_norm=1.0)
+    assert Ledger.from_dict(fit.privacy).get("noise_multiplier") == optimizer.noise_multiplier
+
+
 @pytest.mark.parametrize("model", ["logreg", "mlp"])
 def test_module_has_dpbench_layout_and_loss(model):
     """The torch twin computes dpbench's output and the gradient of dpbench's data loss at the same theta."""
