@@ -32,6 +32,9 @@ max_grad_norm=C, poisson_sampling=True)`; z and Opacus' final epsilon are memois
 Every step is reported (`releases.release`) from the optimizer's step hook, which Opacus calls after
 the noise and the division, before the parameter update: theta_t (dpbench's layout), the noisy
 mean gradient Opacus computed (weight = 1 / its expected batch size), noise std zC, rate q, clip C.
+The rows of each batch Opacus' loader drew are told to `dpbench verify`'s gradient-access recorder
+(`dpbench.models.access.evaluated`: torch, not the model's methods, computes their gradients), so
+its steps-taken and sampling-scheme checks see Opacus' batches.
 
 The ledger carries Opacus' own epsilon (`engine.get_epsilon(delta)`, "opacus-<accountant>") beside
 dpbench's RDP and PLD accountants for the same (z, q, T), and the DpEvent from which the runner
@@ -54,6 +57,7 @@ from dpbench.algorithms.releases import release
 from dpbench.core.errors import DpbenchError
 from dpbench.core.ledger import Adjacency
 from dpbench.core.registry import Param
+from dpbench.models import access
 from dpbench.privacy import dpsgd_epsilon_report
 from dpbench.privacy.events import dpsgd_event_json
 
@@ -203,7 +207,11 @@ def fit_opacus_dpsgd(
         private_module, optimizer, private_loader = engine.make_private(
             module=module, optimizer=optimizer, data_loader=loader, noise_multiplier=z, max_grad_norm=float(clip_norm),
             poisson_sampling=True, noise_generator=torch.Generator().manual_seed(noise_seed))
-    q = 1.0 / len(private_loader)  # Opacus' sample rate, as make_private_with_epsilon computes it
+    # the rate its sampler draws every batch at: 1 / len(loader), as z was calibrated (its epochs hold
+    # int(1 / q) batches, one fewer than len(loader) for some lengths, e.g. 93: the fit runs T steps regardless)
+    q = float(private_loader.sample_rate)
+    if q != 1.0 / len(loader):
+        raise DpbenchError(f"opacus_dpsgd: Opacus samples at {q!r}, its calibration assumed 1/{len(loader)}")
     steps = int(epochs / q)  # the steps get_noise_multiplier calibrated z for
     if steps < 1:
         raise DpbenchError(f"opacus_dpsgd: epochs = {epochs:g} gives Opacus int(epochs / q) = 0 steps at q = {q:.4g}")
@@ -213,7 +221,7 @@ def fit_opacus_dpsgd(
         optimizer.expected_batch_size = max(1, round(n * q))
     noise_std = z * float(clip_norm)
 
-    step = 0
+    step, theta_t = 0, theta0
     accounting_hook = optimizer.step_hook  # Opacus' accountant counts the step
 
     def report(opt) -> None:
@@ -221,7 +229,7 @@ def fit_opacus_dpsgd(
         if accounting_hook is not None:
             accounting_hook(opt)
         divisor = float(opt.expected_batch_size * opt.accumulated_iterations)
-        release(step, to_theta(), _grads_theta(params), noise_std, rate=q, clip_norm=float(clip_norm),
+        release(step, theta_t, _grads_theta(params), noise_std, rate=q, clip_norm=float(clip_norm),
                 weight=1.0 / divisor)
 
     optimizer.step_hook = report
@@ -235,6 +243,8 @@ def fit_opacus_dpsgd(
             except StopIteration:  # an epoch of Poisson batches ended: the next one
                 batches_iter = iter(private_loader)
                 xb, yb = next(batches_iter)
+            theta_t = to_theta()
+            access.evaluated(theta_t, xb.numpy())  # the rows whose gradients Opacus takes at theta_t (verify)
             optimizer.zero_grad()
             loss = criterion(private_module(xb).reshape(-1), yb)  # an empty batch: nan loss, zero per-example grads
             loss.backward()

@@ -9,6 +9,7 @@ from dpbench import models
 from dpbench.algorithms import PrivacyTarget, Problem, get, peers, release_check, releases
 from dpbench.core.errors import DpbenchError
 from dpbench.core.ledger import Ledger
+from dpbench.models import access
 from dpbench.privacy import claim_check
 from dpbench.run import plugin_records
 from dpbench.run.cells import checked_releases
@@ -91,7 +92,7 @@ def test_noise_multiplier_is_make_private_with_epsilon_s():
     assert Ledger.from_dict(fit.privacy).get("noise_multiplier") == optimizer.noise_multiplier
 
 
-@pytest.mark.parametrize("model", ["logreg", "mlp"])
+@pytest.mark.parametrize("model", ["logreg", "ridge", "mlp"])
 def test_module_has_dpbench_layout_and_loss(model):
     """The torch twin computes dpbench's output and the gradient of dpbench's data loss at the same theta."""
     prob = problem(model, n=30, d=4)
@@ -104,7 +105,10 @@ def test_module_has_dpbench_layout_and_loss(model):
     out = module(X).reshape(-1)
     np.testing.assert_allclose(out.detach().numpy(), prob.model.decision_function(theta, prob.X), rtol=1e-12,
                                atol=1e-12)
-    loss = torch.nn.BCEWithLogitsLoss()(out, torch.from_numpy((prob.y > 0).astype(np.float64)))
+    if model == "ridge":
+        loss = torch.nn.MSELoss()(out, torch.from_numpy(prob.y))  # dpbench's (u - y)^2, no 1/2
+    else:
+        loss = torch.nn.BCEWithLogitsLoss()(out, torch.from_numpy((prob.y > 0).astype(np.float64)))
     loss.backward()
     grad = np.concatenate([p.grad.reshape(-1).numpy() for p in params])
     np.testing.assert_allclose(float(loss.detach()), prob.model.loss(theta, prob.X, prob.y) - prob.model.reg(theta),
@@ -121,6 +125,28 @@ def test_opacus_rate_is_the_closest_to_b_over_n():
 
 
 @pytest.mark.slow
+def test_rate_and_steps_where_opacus_epochs_hold_one_batch_fewer():
+    """93 batches: Opacus' sampler holds int(1 / (1/93)) = 92 batches an epoch, and draws each at 1/93, the
+    rate z was calibrated for; the fit declares 1/93 and runs the T = int(epochs / (1/93)) = 92 steps Opacus'
+    calibration composes."""
+    fit, seen, tally = observed_fit(problem(n=93), epochs=1.0, batch_size=1.0, lr=0.1)
+    ledger = Ledger.from_dict(fit.privacy)
+    assert ledger.get("sampling")["rate"] == 1 / 93 and ledger.get("steps") == len(seen) == int(1.0 / (1 / 93)) == 92
+    assert release_check.check(tally, ledger).status == "consistent"
+
+
+@pytest.mark.slow
+def test_expected_batch_size_truncated_to_zero_is_corrected():
+    """n = 49, B = 1: Opacus' expected batch size int(49 * (1/49)) = int(0.999...) = 0 (it would divide by 0);
+    the fit divides by round(n q) = 1 and says so."""
+    fit, seen, tally = observed_fit(problem(n=49), epochs=1.0, batch_size=1.0, lr=0.1)
+    ledger = Ledger.from_dict(fit.privacy)
+    assert ledger.get("expected_batch_size_corrected_from") == 0 and ledger.get("opacus_expected_batch_size") == 1
+    assert all(r.weight == 1.0 for r in seen) and np.all(np.isfinite(fit.theta))
+    assert release_check.check(tally, ledger).status == "consistent"
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["logreg", "mlp"])
 def test_full_batch_releases_are_dpbench_clipped_mean_plus_noise(model):
     """At q = 1 (B = n) Opacus' batch is every row, so each release must be dpbench's clipped gradient sum
@@ -130,8 +156,12 @@ def test_full_batch_releases_are_dpbench_clipped_mean_plus_noise(model):
     SGD on the same batches would do, up to the noise, which is measured."""
     prob = problem(model, n=60, d=4)
     C, lr = 0.05, 0.5  # small C: most per-example gradients clipped
-    fit, seen, tally = observed_fit(prob, PrivacyTarget(epsilon=20.0, delta=1e-5), epochs=8.0, batch_size=60.0,
-                                    lr=lr, clip_norm=C)
+    with access.recording(iterates=True) as evaluated:
+        fit, seen, tally = observed_fit(prob, PrivacyTarget(epsilon=20.0, delta=1e-5), epochs=8.0, batch_size=60.0,
+                                        lr=lr, clip_norm=C)
+    # the batches as verify's recorder sees them: every row, at the iterate each step declares
+    assert evaluated.sizes == [prob.n] * len(seen)
+    assert evaluated.points == [access.digest(r.theta) for r in seen]
     ledger = Ledger.from_dict(fit.privacy)
     z, n = ledger.get("noise_multiplier"), prob.n
     assert ledger.get("sampling")["rate"] == 1.0 and len(seen) == ledger.get("steps") == 8
