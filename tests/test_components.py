@@ -70,7 +70,8 @@ def _check_declared(component, function, params=None) -> None:
 
 # ---- algorithms ---------------------------------------------------------------------------------------
 #: the models a peer's library implements (its fit refuses the others): diffprivlib's LogisticRegression
-PEER_MODELS = {"diffprivlib_logreg": ("logreg",), "jax_privacy_dpsgd": ("logreg", "ridge", "mlp")}
+PEER_MODELS = {"diffprivlib_logreg": ("logreg",), "jax_privacy_dpsgd": ("logreg", "ridge", "mlp"),
+               "opacus_dpsgd": ("logreg", "ridge", "mlp")}
 
 
 def _algorithm_cases() -> list:

@@ -16,7 +16,8 @@ nonzero value along the canary's spare direction), whether any marked row was am
 (so a gradient can be matched with the iterate a reported step declares). With none set, a counted
 call costs one ContextVar.get.
 
-What this cannot see: compiled loops that evaluate gradients without a model method (the numba
+A loop that evaluates gradients with another library (a peer's, `dpbench.algorithms.peers`) tells the
+recorder each batch itself (`evaluated`). What this cannot see: compiled loops that evaluate gradients without a model method (the numba
 kernels of dpbench/algorithms/kernels.py, the JAX twins). Under `verify` they do not run: the
 built-in loops take their numpy path, through the model's methods, whenever somebody observes
 their releases (`dpbench.algorithms.releases.observing`), and verify observes every fit.
@@ -89,6 +90,16 @@ def counted(method: Callable) -> Callable:
     return wrapper
 
 
+def evaluated(theta: np.ndarray, X: np.ndarray) -> None:
+    """Tell the current recorder, if any, that the data-loss gradients of rows X were evaluated at theta
+    by code that is no model method: a peer's loop, whose library computes them (`dpbench.algorithms.peers`),
+    reports each batch as a counted call of the model would (one ContextVar.get while nobody records)."""
+    recorder = _RECORDER.get()
+    if recorder is not None and recorder._depth == 0:
+        recorder._enter(theta, X)
+        recorder._depth -= 1
+
+
 @contextmanager
 def recording(marked: Callable[[np.ndarray], np.ndarray] | None = None, iterates: bool = False
               ) -> Iterator[Access]:
@@ -103,4 +114,4 @@ def recording(marked: Callable[[np.ndarray], np.ndarray] | None = None, iterates
         _RECORDER.reset(token)
 
 
-__all__ = ["GRADIENT_METHODS", "Access", "counted", "digest", "recording"]
+__all__ = ["GRADIENT_METHODS", "Access", "counted", "digest", "evaluated", "recording"]

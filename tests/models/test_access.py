@@ -61,3 +61,18 @@ def test_iterates_are_recorded_by_value():
         model.data_grad(theta.copy() * 1.0, X, y)
         model.data_grad(theta + 1e-9, X, y)
     assert access.points[0] == access.points[1] == digest(np.array([0.5, 0.0, 1.0])) != access.points[2]
+
+
+def test_evaluated_records_a_batch_as_a_counted_call_would():
+    """A peer's loop (its library computes the gradients) tells the recorder each batch itself."""
+    from dpbench.models.access import digest, evaluated
+
+    X, _ = _rows()
+    theta = np.array([0.5, -1.0, 2.0])
+    evaluated(theta, X)  # nobody records: nothing happens
+    with recording(lambda rows: rows[:, -1] != 0, iterates=True) as access:
+        evaluated(theta, X[:2])
+        evaluated(theta, X[2:5])
+        evaluated(theta, X[:0])  # an empty batch is a step with no rows
+    assert access.sizes == [2, 3, 0] and access.hits == [False, True, False]
+    assert access.points == [digest(theta)] * 3

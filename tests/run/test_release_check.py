@@ -121,7 +121,7 @@ def test_no_honest_built_in_gets_a_mismatch_alone_or_batched(tmp_path, context):
                                                                    "input_perturbation"}
     for group in groups.values():
         records += run_cells(group, context)
-    # every built-in algorithm, once at least; the peers (an optional library's mechanism) in their own tests
+    # every built-in algorithm, once at least; the peers (optional extras) in their own tests (tests/algorithms/test_peer_*.py)
     built_ins = {name for name, info in REGISTRY.items() if info.source == BUILT_IN and info.library is None}
     assert {r["algorithm"] for r in records} == built_ins
     for record in records:
