@@ -188,7 +188,7 @@ def fit_opacus_dpsgd(
 
     module, params, to_theta, load = _module(problem)
     load(theta0)
-    X = torch.from_numpy(np.ascontiguousarray(problem.X, dtype=np.float64))
+    X = torch.from_numpy(np.array(problem.X, dtype=np.float64))
     y_np = np.asarray(problem.y, dtype=np.float64)
     classify = model.task == "classification"
     y = torch.from_numpy((y_np > 0).astype(np.float64) if classify else y_np)  # {-1, +1} -> {0, 1}

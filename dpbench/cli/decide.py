@@ -75,7 +75,8 @@ def decide(specs, profile, budget, max_seeds, write, freeze, confirm, jobs, back
                                      max_seeds=max_seeds, jobs=jobs, backend=backend, scheduler=scheduler,
                                      progress=not no_progress, notify=lambda m: click.echo(m, err=True),
                                      confirm=confirm)
-        click.echo(f"== {exp.name} [{exp.profile}]: {len(decision.rounds)} rounds; stopped: {decision.stopped}")
+        click.echo(f"== {exp.name} [{exp.profile}]: {len(decision.rounds)} rounds; stopped: {decision.stopped}"
+                   + "".join(f"\n  {line}" for line in decision.failed))
         click.echo("seeds: " + ", ".join(f"{k} {v}" for k, v in sorted(decision.seeds.items()))
                    + "".join(f"\n  {e.to_yaml()}" for e in decision.extra))
         click.echo(f"{len(decision.verdicts)} claims: {verdict_counts(decision.verdicts)}")

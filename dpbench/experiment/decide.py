@@ -59,6 +59,7 @@ class Decision:
     verdicts: list = field(default_factory=list)
     seed: int = 0  # the experiment seed the rounds ran on (a confirmatory plan's own stream)
     extra: tuple = ()  # the `extra_seeds:` entries reached (spec.sections.ExtraSeeds)
+    failed: list[str] = field(default_factory=list)  # a line per look whose run had failed cells (`_failures`)
 
 
 def seed_keys(exp: Experiment) -> dict[str, str]:
@@ -186,8 +187,9 @@ def decide(exp: Experiment, *, results: str | Path = "results", data_dir: str | 
     spent = 0.0
     decision = Decision()
     current = exp
-    pipeline.run_experiment(current, results=results, data_dir=data_dir, jobs=jobs, backend=backend,
-                            scheduler=scheduler, progress=progress)  # the first look: the spec's own seeds
+    first = pipeline.run_experiment(current, results=results, data_dir=data_dir, jobs=jobs, backend=backend,
+                                    scheduler=scheduler, progress=progress)  # the first look: the spec's own seeds
+    _failures(decision, first, "the first look", notify)
     while True:
         verdicts = claim_verdicts(current, results, data_dir)
         undecided = [v for v in verdicts if v.verdict == "undecided"]
@@ -229,9 +231,7 @@ def decide(exp: Experiment, *, results: str | Path = "results", data_dir: str | 
                + f" ({len(todo):,} cells, ~{estimate / 3600:.2f} CPU-hours)")
         summary = pipeline.run_experiment(target, results=results, data_dir=data_dir, jobs=jobs, backend=backend,
                                           scheduler=scheduler, progress=progress)
-        if summary.failed:
-            raise RuntimeError(f"{len(summary.failed)} cells failed in round {len(decision.rounds) + 1}; "
-                               f"`dpbench run` with the written seeds shows them")
+        _failures(decision, summary, f"round {len(decision.rounds) + 1}", notify)
         spent += estimate
         decision.rounds.append(Round(look=max(wanted.values()), seeds={e.to_yaml(): n for e, n in wanted.items()},
                                      cells=len(todo), cpu_seconds_estimate=estimate,
@@ -241,6 +241,21 @@ def decide(exp: Experiment, *, results: str | Path = "results", data_dir: str | 
     decision.seed = current.seed
     decision.extra = tuple(current.extra_seeds)
     return decision
+
+
+def _failures(decision: Decision, summary, where: str, notify) -> None:
+    """Record and say that cells of a look failed (an algorithm that cannot run there, e.g. a
+    library whose accountant cannot reach the target ε): they have no result, the looks go on, and
+    the claims are tested on the cells that ran, as `dpbench claims` and `run --partial` see them."""
+    if not summary.failed:
+        return
+    first = summary.failed[0]
+    cell = first.get("cell") or {}
+    line = (f"{len(summary.failed)} cells failed in {where} (e.g. {cell.get('algorithm')} at ε = "
+            f"{cell.get('epsilon')}: {str(first.get('error') or '')[:200]}); they have no result, so "
+            f"the claims are tested on the cells that ran (`dpbench run SPEC --partial` draws them)")
+    decision.failed.append(line)
+    notify(line)
 
 
 def merge_extra(old: tuple[ExtraSeeds, ...], new: list[ExtraSeeds]) -> tuple[ExtraSeeds, ...]:

@@ -254,3 +254,20 @@ def test_a_profile_with_its_own_seeds_drops_the_extended_curves():
     raw["profiles"] = {"ci": {"seeds": 2}, "wide": {"epsilons": [0.5]}}
     assert spec.from_dict(raw).extra_seeds and spec.from_dict(raw, profile="wide").extra_seeds
     assert spec.from_dict(raw, profile="ci").extra_seeds == ()
+
+
+def test_failed_cells_are_said_in_one_line_and_the_looks_go_on():
+    """A look whose run had failed cells (a library that cannot calibrate the target ε) is recorded
+    and said, not raised: the claims are tested on the cells that ran."""
+    from types import SimpleNamespace
+
+    from dpbench.experiment import decide as decide_mod
+
+    decision, said = decide_mod.Decision(), []
+    failed = [{"status": "error", "error": "ValueError: The privacy budget is too low.",
+               "cell": {"algorithm": "opacus_dpsgd", "epsilon": 0.1}}] * 3
+    decide_mod._failures(decision, SimpleNamespace(failed=failed), "round 1", said.append)
+    decide_mod._failures(decision, SimpleNamespace(failed=[]), "round 2", said.append)
+    assert said == decision.failed and len(said) == 1 and "\n" not in said[0]
+    assert said[0].startswith("3 cells failed in round 1 (e.g. opacus_dpsgd at ε = 0.1: ValueError: The privacy "
+                              "budget is too low.)")
