@@ -39,11 +39,9 @@ TORCH ?= torch==2.13.0
 help:
 	@echo "make figures | make report | make fetch | make test (= layers + docs + check + pytest) | make check | make layers | make docs | make test-slow | make bench | make bench-gpu | make bench-opacus | make verify | make install | make install-peers | make test-peers"
 
-# --no-compile: pip does not byte-compile every installed module up front (tens of seconds on a clean
-# clone); Python compiles what it imports, on first import
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile -e ".[test,dask,docs,jax,diffprivlib,jax-privacy]"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[test,dask,docs,jax,diffprivlib,jax-privacy]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -94,7 +92,7 @@ install-peers: $(STAMP)
 # the Opacus tests skip there with the install command)
 test-peers: install-peers
 	$(BIN)/python -m pytest -q -m "slow or not slow" tests/algorithms/test_peer_opacus.py \
-		tests/algorithms/test_peer_diffprivlib.py tests/algorithms/test_peer_jax_privacy.py
+		tests/algorithms/test_peer_diffprivlib.py tests/algorithms/test_peer_jax_privacy.py tests/test_components.py -k "peer or opacus or jax_privacy or diffprivlib"
 
 bench-opacus: $(STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check $(TORCH) -e ".[opacus]"

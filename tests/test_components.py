@@ -81,7 +81,10 @@ def _algorithm_cases() -> list:
             if info.name in PEER_MODELS and model not in PEER_MODELS[info.name]:
                 continue
             if model_info.convex or not info.convex_only:
-                cases.append(pytest.param(name, model, id=f"{name}-{model}"))
+                # a peer's cases beyond its first model: make test-peers (make test: CI's time budget)
+                slow = info.name in PEER_MODELS and model != PEER_MODELS[info.name][0]
+                cases.append(pytest.param(name, model, id=f"{name}-{model}",
+                                          marks=[pytest.mark.slow] if slow else []))
     return cases
 
 

@@ -79,6 +79,7 @@ def test_seed_decides_the_run(problem):
     assert not np.allclose(a.theta, c.theta, rtol=1e-6, atol=0)
 
 
+@pytest.mark.slow  # make test-peers runs it (make test: CI's time budget)
 def test_the_noise_is_the_declared_std(problem):
     """On rows x = 0 every logreg gradient is 0, so B * release is the library's noise alone: its std is z C."""
     zeros = Problem(model=problem.model, X=np.zeros_like(problem.X), y=problem.y)
@@ -91,6 +92,7 @@ def test_the_noise_is_the_declared_std(problem):
     assert abs(noise.mean()) < 5 * z * 0.5 / np.sqrt(noise.size)
 
 
+@pytest.mark.slow  # make test-peers runs it (make test: CI's time budget)
 def test_library_epsilon_agrees_with_dpbench(problem):
     """jax-privacy's epsilon of the same (z, q, T) against dpbench's accountants. Tolerances: RDP, 1%
     relative (both minimise the same RDP curve of the subsampled Gaussian over different finite grids of
@@ -117,6 +119,7 @@ def test_a_non_integer_batch_size_is_rounded_and_recorded(problem):
     assert release_check.check(tally, fit.privacy).reason is None
 
 
+@pytest.mark.slow  # make test-peers runs it (make test: CI's time budget)
 def test_the_runner_stores_it_declared_by_jax_privacy(tmp_path, data_dir):
     from dpbench.run.cells import CellContext, run_cell
     from dpbench.spec.experiment import load
