@@ -41,7 +41,7 @@ help:
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[test,dask,docs,jax,diffprivlib,jax-privacy]"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[test,dask,docs,jax,diffprivlib]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -84,12 +84,12 @@ bench-gpu: $(STAMP)
 	$(BIN)/dpbench bench --device gpu --output results/bench-gpu.json
 	$(BIN)/dpbench run experiments/quickstart.yaml --device gpu --jobs 1 --results results-gpu --no-progress
 
-# the peers' extras: torch's CPU build and Opacus (~0.9 GB), diffprivlib and jax-privacy (installed by every target)
+# the peers' extras: torch's CPU build and Opacus, and jax-privacy (diffprivlib, the light one, comes with every target)
 install-peers: $(STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check $(TORCH) -e ".[opacus,diffprivlib,jax-privacy]"
 
-# every peer's tests, the torch ones included (make test runs the diffprivlib and jax-privacy ones; without torch
-# the Opacus tests skip there with the install command)
+# every peer's tests, the slow ones included (make test runs the diffprivlib ones; without their libraries the
+# Opacus and jax-privacy tests skip there with the install command)
 test-peers: install-peers
 	$(BIN)/python -m pytest -q -m "slow or not slow" tests/algorithms/test_peer_opacus.py \
 		tests/algorithms/test_peer_diffprivlib.py tests/algorithms/test_peer_jax_privacy.py tests/test_components.py -k "peer or opacus or jax_privacy or diffprivlib"
