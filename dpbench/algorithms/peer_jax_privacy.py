@@ -60,9 +60,6 @@ Mechanism owner: jax-privacy (`library="jax-privacy"`): the run is stored "decla
 
 from __future__ import annotations
 
-import contextlib
-import logging
-from collections.abc import Iterator
 from functools import lru_cache
 from typing import Annotated, Any, Callable
 
@@ -76,6 +73,7 @@ from dpbench.algorithms.sgd import steps_for
 from dpbench.core.errors import DpbenchError
 from dpbench.core.ledger import Adjacency
 from dpbench.core.registry import Param
+from dpbench.privacy.accounting import quiet_absl
 from dpbench.privacy.events import dpsgd_event_json
 
 LIBRARY = "jax-privacy"
@@ -146,18 +144,6 @@ def _loss_for(model) -> Callable:
     return _LOSSES[key]
 
 
-@contextlib.contextmanager
-def _quiet_absl() -> Iterator[None]:
-    """Silence dp_accounting's absl warnings (RDP orders it drops, which only loosen its bound) for one call."""
-    logger = logging.getLogger("absl")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-
-
 @lru_cache(maxsize=256)
 def library_epsilons(noise_multiplier: float, batch_size: int, n: int, steps: int, delta: float) -> dict[str, float]:
     """jax-privacy's epsilon of T DP-SGD steps (multiplier z, Poisson batches of expected size B of n) by
@@ -168,7 +154,7 @@ def library_epsilons(noise_multiplier: float, batch_size: int, n: int, steps: in
     params = accounting.DpParams(noise_multipliers=float(noise_multiplier), num_samples=int(n), delta=float(delta),
                                  batch_size=int(batch_size), cycle_length=1,
                                  sampling_method=accounting.SamplingMethod.POISSON)
-    with _quiet_absl():
+    with quiet_absl():
         return {f"jax-privacy-{name}": float(_accountant(name).compute_epsilon(int(steps), params))
                 for name in ACCOUNTANTS}
 
@@ -190,7 +176,7 @@ def library_noise_multiplier(epsilon: float, delta: float, *, batch_size: int, n
     (memoised, as `library_epsilons`)."""
     from jax_privacy import accounting
 
-    with _quiet_absl():
+    with quiet_absl():
         return float(accounting.calibrate_noise_multiplier(
             target_epsilon=float(epsilon), accountant=_accountant(calibration), batch_sizes=int(batch_size),
             num_updates=int(steps), num_samples=int(n), target_delta=float(delta), cycle_length=1,

@@ -213,7 +213,7 @@ def _golden_integer_min(f: Callable[[float], float], lo: int, hi: int) -> None:
 
 
 @contextlib.contextmanager
-def _quiet_absl():
+def quiet_absl():
     """Silence dp_accounting's absl warnings for one call; the orders it drops only loosen the bound."""
     logger = logging.getLogger("absl")
     level = logger.level
@@ -235,7 +235,7 @@ def _rdp_epsilon_and_order(noise_multiplier: float, sampling_rate: float, steps:
         if not new:
             return
         acc = rdp_privacy_accountant.RdpAccountant(orders=new)
-        with _quiet_absl():  # the library logs, then drops, fractional orders whose series diverge at large q
+        with quiet_absl():  # the library logs, then drops, fractional orders whose series diverge at large q
             acc.compose(event)
         for a, r in zip(new, acc.rdp):
             eps_of[a] = float(rdp_privacy_accountant.compute_epsilon([a], [r], delta)[0])
