@@ -46,7 +46,9 @@ noisy step the fit reports and every gradient it evaluates through its model
   confidence); an estimate whose interval lies above the claim is a suspicion (a warning, not a
   proof).
 
-The result is `consistent`, `mismatch: ...` or `suspect: ...` (`Verification.verdict`).
+The result is `consistent`, `mismatch: ...` or `suspect: ...` (`Verification.verdict`). A fit that
+raises (the algorithm refuses the setting, as a library's accountant does for a budget it cannot
+reach) is no verdict: `AuditError` names the exception, and a SPEC's table lists the row as skipped.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ from dpbench.audit.rotation import rotated
 from dpbench.audit.setup import AuditError, AuditSetup
 from dpbench.audit.stream_checks import CHECK_LEVEL, check_sampling, check_serial_dependence, check_steps_taken
 from dpbench.audit.whitebox import contribution
+from dpbench.core.errors import DpbenchError
 from dpbench.core.keys import seed_from
 from dpbench.core.ledger import Ledger
 from dpbench.models.access import Access, digest, recording
@@ -227,7 +230,14 @@ def _run_side(info, game: Game, canary: bool, runs: int, epsilon: float, delta: 
         rng = np.random.default_rng(np.random.SeedSequence(seed_from("verify", seed, int(canary), i)))
         recorder = StreamRecorder(game, canary, len(y))
         with observing(recorder), tallying() as recorder.tally, recording(marked, iterates=True) as recorder.access:
-            fit = info.fit(problem, target, rng, **params)
+            try:
+                fit = info.fit(problem, target, rng, **params)
+            except DpbenchError:
+                raise
+            except Exception as exc:  # the algorithm refuses this setting (a library's accountant, say)
+                setting = ", ".join(f"{k}={v}" for k, v in params.items()) or "its defaults"
+                raise AuditError(f"{info.name} does not run at epsilon {epsilon:g}, delta {delta:g} with {setting}: "
+                                 f"{type(exc).__name__}: {exc}") from exc
         out.recorders.append(recorder)
         out.ledgers.append(Ledger.from_dict(fit.privacy))
         if info.mechanism_owner == "plugin":  # only what a plugin writes itself can fall outside the schema

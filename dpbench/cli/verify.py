@@ -78,11 +78,13 @@ def verify(algorithm, dataset, model, epsilon, delta, params, runs, canary_steps
     ALGORITHM may instead be an experiment file (SPEC, a .yaml): then every algorithm entry is
     verified at the spec's own settings: each hyperparameter setting of its grid (at most
     --max-settings), on each of the spec's data sets and models where verify applies (a linear
-    model; others are listed as skipped, with why), at the spec's largest and smallest epsilon
-    (--all-epsilons: every one), its delta and seed, with the entry's parameters as written (the
-    clip norm too: no recipe's recommendation replaces it). No audit unless --trials is given.
-    Prints a table (algorithm, setting, dataset, model, epsilon, verdict) and exits with the code
-    of the worst verdict. --dataset, --model, --eps, --delta, --param and --seed do not apply.
+    model; others, and settings where the algorithm itself refuses to run, are listed as skipped,
+    with why), at the spec's largest and smallest epsilon (--all-epsilons: every one), its delta
+    and seed, with the entry's parameters as written (the clip norm too: no recipe's
+    recommendation replaces it). No audit unless --trials is given. Prints a table (algorithm,
+    setting, dataset, model, epsilon, verdict) and exits with the code of the worst verdict (0,
+    worst verdict "none", when every row is skipped). --dataset, --model, --eps, --delta, --param
+    and --seed do not apply.
     """
     from dpbench.audit import setup as setup_mod
     from dpbench.audit import verify as verify_mod

@@ -9,6 +9,18 @@ import click
 ORDER = ("consistent", "suspect", "mismatch")
 
 
+def _code(setup) -> str:
+    """The verified code as verify.csv names it: a plugin's digest, a peer's library and version, or ""."""
+    from dpbench import algorithms
+    from dpbench.algorithms import peers
+    from dpbench.experiment.verified import library_code
+
+    if setup.plugin_digest:
+        return setup.plugin_digest
+    library = algorithms.get(setup.algorithm).library
+    return library_code(library, peers.version(library)) if library else ""
+
+
 def run_spec(spec: str, *, profile: str, max_settings: int, all_epsilons: bool, runs: int, canary_steps: int,
              trials: int, jobs: int, data_dir: str | None, results: str, progress: bool, sensitivity: bool) -> int:
     """Plan, verify and print each row (module docstring); returns the exit code."""
@@ -47,7 +59,7 @@ def run_spec(spec: str, *, profile: str, max_settings: int, all_epsilons: bool, 
                 worst = max(worst, result.status, key=ORDER.index)
                 found.append({"label": row.algorithm, "params": dict(row.setup.params), "dataset_label": row.dataset,
                               "model_label": row.model, "epsilon": row.epsilon,
-                              "plugin_digest": row.setup.plugin_digest or "", "status": result.status,
+                              "plugin_digest": _code(row.setup), "status": result.status,
                               "checks": ", ".join(failed) if result.status != "consistent" else ""})
         lines.append((row.algorithm, row.setting, row.dataset, row.model, eps, verdict))
     widths = [max(len(str(x[i])) for x in [header, *lines]) for i in range(len(header) - 1)]
@@ -57,6 +69,9 @@ def run_spec(spec: str, *, profile: str, max_settings: int, all_epsilons: bool, 
         click.echo(detail)
     if found:  # the labels of the runs verified read the verdicts (dpbench.experiment.verified)
         click.echo(f"written: {verified.write(exp, results, found)}")
+    if not found:  # every row skipped: nothing was verified, so no verdict is claimed
+        click.echo("worst verdict: none (nothing verified: every row is skipped)")
+        return 0
     click.echo(f"worst verdict: {worst}")
     return verify_mod.EXIT_CODES[worst]
 

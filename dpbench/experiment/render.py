@@ -34,6 +34,7 @@ from dpbench.experiment.layout import (
 from dpbench.experiment.manifest import manifest, write_manifest
 from dpbench.experiment.stored import (StoredTableError, complete_traces, coverage, in_spec, load_runs, load_traces,
                                        same_up_to_float_noise)
+from dpbench.experiment import verified
 from dpbench.experiment.verdicts import audits_for_claims, claims_from, significant_marks, with_marks, write_claims
 from dpbench.figures.audit import audit_figure
 from dpbench.figures.kinds import FIGURES, FigureKind
@@ -282,7 +283,8 @@ def render_from_runs(exp, *, results: str | Path = "results", partial: bool = Fa
     describe the run that made the results). A spec cell without a row raises
     IncompleteError, writing nothing, unless `partial` (then titles and curves.csv say
     "partial: k of n cells", as `render` does); so does a claim without its majority-class rate
-    (DataError). Audits are not redrawn.
+    (DataError). Audits are not redrawn. A declared run reads the verdict `dpbench verify SPEC` has
+    kept for its settings since (`verified.annotate`), as `render` does.
     """
     folder = output_folder(exp, results)
     runs = load_runs(exp, results)
@@ -292,7 +294,7 @@ def render_from_runs(exp, *, results: str | Path = "results", partial: bool = Fa
                                        f"committed runs table does not cover this spec (run `dpbench run "
                                        f"{exp.source}`), or pass --partial to draw what it holds")
     note = f"partial: {cov.expected - len(cov.missing)} of {cov.expected} cells" if cov.missing else ""
-    runs = in_spec(exp, runs)
+    runs = verified.annotate(in_spec(exp, runs), exp, results)  # the verdicts of today's verify.csv
     selected = curves_mod.selected_by_metric(runs, exp.metrics, exp.selection, exp.select_per)
     curves = curves_mod.curves_table(selected)
     if note and not curves.empty:

@@ -105,7 +105,8 @@ def claim_kind(line: pd.DataFrame) -> str:
     claim of its points wins; "selected" is valid per run only (selection not private, private
     selection not accounted), or valid with a caveat (a weak delta, feature scaling from the data)."""
     claims = set(line.get("dp_claim", pd.Series(["valid"])).fillna(""))
-    parts = set("/".join(c.split(" ")[0] for c in claims).split("/")) - {""}
+    # the kind is a claim's first word, before any caveat ("declared; feature scaling ...")
+    parts = set("/".join(c.split(" ")[0].rstrip(";,") for c in claims).split("/")) - {""}
     if "none" in parts:
         return "none"
     if "paper-only" in parts:
@@ -128,9 +129,25 @@ def _kind_phrase(kind: str, text: str) -> str:
     if kind == "paper-only":
         return "ε claimed by the paper only"
     if kind == "declared":
-        checked = next((f"; verify {v}" for v in ("mismatch", "suspect", "consistent") if f"verify {v}" in text), "")
-        return "ε declared by the algorithm, not dpbench's mechanism" + checked
+        return "ε declared by the algorithm, not dpbench's mechanism"
     return ""
+
+
+#: `dpbench verify`'s verdicts in a declared run's claim (`dpbench.experiment.verified`), worst first
+VERIFY_VERDICTS = ("mismatch", "suspect", "consistent")
+
+
+def verified_phrase(claims: list[str]) -> str:
+    """What `dpbench verify` found at the declared points among `claims` (their `dp_claim` strings):
+    "" when it verified none, else the worst verdict found and, unless every declared point was
+    verified with that verdict, at how many: "verify consistent", "verify mismatch at 1 of 8 points"."""
+    declared = [c for c in claims if c.startswith("declared")]
+    found = [v for c in declared for v in VERIFY_VERDICTS if f"verify {v}" in c]
+    if not found:
+        return ""
+    worst = min(found, key=VERIFY_VERDICTS.index)
+    count = found.count(worst)
+    return f"verify {worst}" + ("" if count == len(declared) else f" at {count} of {len(declared)} points")
 
 
 def _caveats(kind: str, text: str) -> list[str]:
@@ -164,6 +181,8 @@ def claim_status(line: pd.DataFrame) -> tuple[str, bool, str]:
     caveats = [c.replace("#", _candidates(text)) for c in _caveats(kind, text)]
     among = "selection not private" in text
     phrase = _kind_phrase(kind, text)
+    if kind == "declared" and (checked := verified_phrase(list(line.get("dp_claim", pd.Series([])).fillna("")))):
+        phrase = f"{phrase}; {checked}"
     if kind == "paper-only":
         filled = filled and not among
     if phrase:
@@ -194,7 +213,7 @@ def legend_name(rows: pd.DataFrame, label: str) -> str:
         items = [p for p in [_kind_phrase(kind, text)] + _caveats(kind, text) if p]
         common = items if common is None else [i for i in common if i in items]
     text = " ".join(claims)
-    parts = [p.replace("#", _candidates(text)) for p in common]
+    parts = [p.replace("#", _candidates(text)) for p in common] + [p for p in [verified_phrase(claims)] if p]
     return f"{label} — {'; '.join(parts)}" if parts else label
 
 

@@ -49,3 +49,48 @@ def test_median_clipping_is_caught_at_the_spec_settings_and_the_table_and_exit_c
 def test_the_spec_options_are_refused_for_one_algorithm():
     out = CliRunner().invoke(main, ["verify", "dpsgd", "--max-settings", "2", "--trials", "0"])
     assert out.exit_code == 2 and "--max-settings: only for a SPEC" in out.output, out.output
+
+
+REFUSING = '''
+import numpy as np
+from dpbench.algorithms import Fit, PrivacyTarget, Problem, algorithm
+
+
+@algorithm("refusing", title="refuses every budget", citation="a test", private=True)
+def fit(problem: Problem, privacy: PrivacyTarget, rng: np.random.Generator) -> Fit:
+    raise ValueError("The privacy budget is too low.")
+'''
+
+
+def test_a_setting_the_algorithm_refuses_is_skipped_with_its_error_and_claims_no_verdict(data_dir, tmp_path):
+    """An algorithm that raises at a setting (a library's accountant refusing the budget) is a row
+    skipped with the exception, not a crash; with every row skipped no verdict is claimed."""
+    (tmp_path / "refusing.py").write_text(REFUSING)
+    spec = tmp_path / "refusing.yaml"
+    spec.write_text(f"name: refusing\nseed: 0\ndatasets: [breast_cancer]\nmodels: [logreg]\n"
+                    f"algorithms:\n  - plugin: {tmp_path / 'refusing.py'}:fit\nepsilons: [0.5]\ndelta: 1.0e-5\n")
+    runner = CliRunner()
+    common = ["--data", str(data_dir), "--results", str(tmp_path / "results"), "--no-progress", "--no-sensitivity"]
+    out = runner.invoke(main, ["verify", str(spec), *common])
+    assert out.exit_code == 0, out.output
+    row = next(line for line in out.output.splitlines() if line.startswith("refusing  "))
+    assert ("skipped: refusing does not run at epsilon 0.5, delta 1e-05 with its defaults: "
+            "ValueError: The privacy budget is too low.") in row, out.output
+    assert out.output.splitlines()[-1] == "worst verdict: none (nothing verified: every row is skipped)"
+    assert not (tmp_path / "results" / "refusing" / "verify.csv").exists()
+    # one algorithm: the same sentence, as a usage-level error (exit 2), not a traceback
+    out = runner.invoke(main, ["verify", f"{tmp_path / 'refusing.py'}:fit", "--eps", "0.5", "--trials", "0", *common])
+    assert out.exit_code == 2 and "ValueError: The privacy budget is too low." in out.output, out.output
+    assert out.exception is None or isinstance(out.exception, SystemExit)
+
+
+def test_verify_csv_names_a_plugin_by_digest_and_a_peer_by_library_and_version():
+    from types import SimpleNamespace
+
+    from dpbench.algorithms import peers
+    from dpbench.cli.verify_spec import _code
+
+    assert _code(SimpleNamespace(plugin_digest="59f382ebfab9e6e8", algorithm="buggy_clipping")) == "59f382ebfab9e6e8"
+    assert _code(SimpleNamespace(plugin_digest=None, algorithm="diffprivlib_logreg")) == \
+        f"diffprivlib {peers.version('diffprivlib')}"
+    assert _code(SimpleNamespace(plugin_digest=None, algorithm="dpsgd")) == ""

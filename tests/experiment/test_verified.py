@@ -62,3 +62,31 @@ metrics: [accuracy]
     assert runner.invoke(main, ["run", str(spec), "--results", results, "--no-progress"]).exit_code == 0
     curves = pd.read_csv(tmp_path / "results" / "mini" / "curves.csv")
     assert set(curves["dp_claim"]) == {"declared"}
+
+
+def test_a_peer_librarys_run_reads_the_verdict_of_its_version_only(tmp_path):
+    """A peer's run (stored "declared by <library> <version>") is matched by library and version: the
+    same settings run under another version of the library match no row."""
+    import json
+
+    from dpbench.experiment import verified
+    from dpbench.spec import experiment as spec_mod
+
+    spec = tmp_path / "peer.yaml"
+    spec.write_text("name: peer\nseed: 0\ndatasets: [breast_cancer]\nmodels: [logreg]\n"
+                    "algorithms:\n  - {name: diffprivlib_logreg, label: dpl}\nepsilons: [1]\ndelta: 1.0e-5\n")
+    exp = spec_mod.load(str(spec))
+    params = json.dumps({"C": 1.0}, sort_keys=True)
+    verified.write(exp, tmp_path, [{"label": "dpl", "params": {"C": 1.0}, "dataset_label": "Breast Cancer",
+                                    "model_label": "LR", "epsilon": 1.0,
+                                    "plugin_digest": verified.library_code("diffprivlib", "0.6.6"),
+                                    "status": "consistent", "checks": ""}])
+
+    def run(version: str, claim: str = "declared") -> dict:
+        return {"label": "dpl", "params": params, "dataset_label": "Breast Cancer", "model_label": "LR",
+                "epsilon": 1.0, "dp_claim": claim,
+                "privacy": json.dumps({"library": "diffprivlib", "library_version": version})}
+
+    runs = pd.DataFrame([run("0.6.6"), run("0.6.5"), run("0.6.6", claim="none")])
+    assert verified.annotate(runs, exp, tmp_path)["dp_claim"].tolist() == [
+        "declared (verify consistent at these settings)", "declared", "none"]

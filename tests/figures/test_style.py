@@ -111,3 +111,27 @@ def test_a_methods_legend_name_keeps_only_the_caveats_all_its_points_share():
                           "dp_claim": ["paper-only per run; selection not private (3 candidates)"] * 2})
     assert legend_name(paper, "Alg. 3") == "Alg. 3 — ε claimed by the paper only; selected among 3 (not private)"
     assert legend_name(pd.DataFrame({"epsilon": [float("nan")], "dp_claim": [""]}), "GD") == "GD"
+
+
+def test_a_declared_methods_legend_says_what_verify_found_and_at_how_many_of_its_points():
+    declared = "ε declared by the algorithm, not dpbench's mechanism"
+    ok, bad = "declared (verify consistent at these settings)", "declared (verify mismatch at these settings)"
+    rows = pd.DataFrame({"epsilon": [0.1, 1.0, 3.0, 3.0], "dp_claim": [ok, "declared", ok, "declared"]})
+    # the declared phrase is shared by every point; verify covered two of the four
+    assert legend_name(rows, "peer") == f"peer — {declared}; verify consistent at 2 of 4 points"
+    assert legend_name(rows.iloc[[0, 2]], "peer") == f"peer — {declared}; verify consistent"
+    rows.loc[1, "dp_claim"] = bad  # the worst verdict wins, counted alone
+    assert legend_name(rows, "peer") == f"peer — {declared}; verify mismatch at 1 of 4 points"
+    assert claim_status(rows)[2] == f"{declared}; verify mismatch at 1 of 4 points"
+    assert legend_name(rows.assign(dp_claim="declared"), "peer") == f"peer — {declared}"
+
+
+def test_a_claim_with_a_caveat_after_its_kind_keeps_its_kind():
+    """"declared; feature scaling data-dependent (...)" is declared, not valid per run: the kind is the
+    first word without its punctuation, whatever caveat follows."""
+    from dpbench.figures.style import claim_kind
+
+    scaled = "feature scaling data-dependent (training min/max, not accounted)"
+    for kind in ("declared", "paper-only", "none"):
+        assert claim_kind(pd.DataFrame({"dp_claim": [f"{kind}; {scaled}"]})) == kind
+    assert claim_kind(pd.DataFrame({"dp_claim": [f"valid; {scaled}"]})) == "selected"
