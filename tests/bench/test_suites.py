@@ -108,7 +108,7 @@ def test_every_registered_private_algorithm_is_in_fits_by_default():
 
 
 def test_table_and_json(tiny_data, tmp_path):
-    records = bench.steps_suite(data=tiny_data, models=("logreg",), **TINY)
+    records = bench.steps_suite(data=tiny_data, models=("logreg",), long_run=500, **TINY)
     records += bench.pidp_suite(data=tiny_data, models=("logreg",), **TINY)
     table = bench.format_table(records)
     target = bench.TARGETS[('steps', 'dpsgd', 'logreg', 'step', 1)]
