@@ -86,16 +86,16 @@ def checkme(tmp_path_factory, data_dir):
     return path, exp, folder / "results"
 
 
-@pytest.mark.cross_cpu  # check --update measures the float envelope under check.FLOAT_VARIANTS
 def test_a_10_percent_noise_edit_fails_the_check(checkme, data_dir, monkeypatch):
+    """The float envelope is left out (--no-envelope): what it measures, and that DP-SGD on logistic
+    regression has none beyond float noise, is tests/analysis/test_check_across_cpus.py's."""
     spec, _, results = checkme
     args = ["check", str(spec), "--results", str(results), "--data", str(data_dir),
             "--backend", "sequential", "--no-progress"]
     runner = CliRunner()
-    created = runner.invoke(main, args + ["--update", "--reuse"])  # the stored run, plus its float envelope
+    created = runner.invoke(main, args + ["--update", "--reuse", "--no-envelope"])  # the stored run
     assert created.exit_code == 0, created.output
-    assert "(48 values, 0 float-sensitive)" in created.output  # the envelope excuses nothing here
-    assert "envelope" in pd.read_csv(results / "checkme" / "reference-full.csv")
+    assert "(48 values" in created.output, created.output
     unchanged = runner.invoke(main, args)  # recomputed in a temporary folder: the same numbers
     assert unchanged.exit_code == 0 and "6 same" in unchanged.output, unchanged.output
 

@@ -62,12 +62,19 @@ def _both(name: str, problem, privacy, hyper, seeds: int = SEEDS):
     return numpy_fits, jax_fits
 
 
+#: the MLP twins (5 s each) run in `make test-slow`; `make test` keeps the logreg twins and, for the
+#: MLP, the equalities of test_forms_and_steps.py (per-example gradients, one noise-free DP-SGD and
+#: DP-LSSGD step) and the sampling rate of the geometric gaps its batches are drawn from
+_SLOW = pytest.mark.slow
 CASES = [  # DP-SGD on the logreg case draws Bernoulli weights on every row, on the MLP case (400 rows,
     # expected batch 10) gathered rows from geometric gaps (`on_jax.loops.DENSE_SHARE`)
-    ("dpsgd", "logreg", {}, {"epochs": 3, "batch_size": 20, "lr": 2.0, "clip_norm": 1.0}),
-    ("dpsgd", "mlp", {"hidden": 4, "n": 400}, {"epochs": 2, "batch_size": 10, "lr": 0.5, "clip_norm": 1.0}),
-    ("dp_gd", "logreg", {}, {"epochs": 20, "lr": 1.0}),
-    ("dp_lssgd", "mlp", {"hidden": 4, "n": 400}, {"epochs": 2, "batch_size": 10, "lr": 0.5, "smoothing": 1.0}),
+    pytest.param("dpsgd", "logreg", {}, {"epochs": 3, "batch_size": 20, "lr": 2.0, "clip_norm": 1.0},
+                 id="dpsgd-logreg"),
+    pytest.param("dpsgd", "mlp", {"hidden": 4, "n": 400},
+                 {"epochs": 2, "batch_size": 10, "lr": 0.5, "clip_norm": 1.0}, id="dpsgd-mlp", marks=_SLOW),
+    pytest.param("dp_gd", "logreg", {}, {"epochs": 20, "lr": 1.0}, id="dp_gd-logreg"),
+    pytest.param("dp_lssgd", "mlp", {"hidden": 4, "n": 400},
+                 {"epochs": 2, "batch_size": 10, "lr": 0.5, "smoothing": 1.0}, id="dp_lssgd-mlp", marks=_SLOW),
 ]
 
 
@@ -76,7 +83,7 @@ def cpu():
     return device.activate("jax-cpu")
 
 
-@pytest.mark.parametrize("name,model,options,hyper", CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
+@pytest.mark.parametrize("name,model,options,hyper", CASES)
 def test_statistically_equivalent_to_the_numpy_path_with_identical_ledgers(name, model, options, hyper, cpu):
     problem, test = _problem(model, **options)
     privacy = PrivacyTarget(1.0, 1e-5)
@@ -95,7 +102,7 @@ def test_the_test_sees_a_wrong_noise(cpu):
     """The equivalence test fails for a JAX run calibrated at epsilon 4 instead of 1 (a noise multiplier
     ~3 times smaller), so the margins above are not too wide to see a calibration bug."""
     problem, test = _problem()
-    hyper = CASES[0][3]
+    hyper = CASES[0].values[3]
     numpy_fits, _ = _both("dpsgd", problem, PrivacyTarget(1.0, 1e-5), hyper)
     with device.on("jax-cpu"):
         wrong = twins.twin("dpsgd").many(problem, PrivacyTarget(4.0, 1e-5),

@@ -4,9 +4,10 @@ Every page of a site built from the committed results loads with no console erro
 plots; hovering a point shows its value and interval, clicking it opens its privacy ledger; a legend
 entry hides its method; the axis switch changes the scale; the page fits 1280 x 800 and a 400 px
 window; the claims table and the index need no sideways scrolling and keep ids and verdicts on one
-line; a log axis labels powers of ten (or full values), never a bare digit; axis titles fit. Screenshots go to the test's temporary folder. Without Chromium the test is skipped with
-the command that installs it, except where DPBENCH_REQUIRE_BROWSER is set (.ci/run installs Chromium
-and sets it, so in CI a missing browser is a failure, not a skip).
+line; a log axis labels powers of ten (or full values), never a bare digit; axis titles fit.
+Screenshots for a person to look at go to $DPBENCH_SCREENSHOTS when it is set. Without Chromium
+the test is skipped with the command that installs it, except where DPBENCH_REQUIRE_BROWSER is set
+(.ci/run installs Chromium and sets it, so in CI a missing browser is a failure, not a skip).
 """
 
 from __future__ import annotations
@@ -88,6 +89,14 @@ def _open(driver, path: Path, timeout: float = 60.0, width: int = 1280) -> None:
     raise AssertionError(f"{path.name}: not drawn within {timeout:g} s")
 
 
+def _shot(driver, name: str) -> None:
+    """A screenshot for a person to look at, into $DPBENCH_SCREENSHOTS when set (nothing asserts on it)."""
+    folder = os.environ.get("DPBENCH_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(Path(folder) / name))
+
+
 def _errors(driver) -> list[str]:
     return [e["message"] for e in driver.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
 
@@ -96,7 +105,7 @@ def _fits(driver) -> bool:
     return driver.execute_script("return document.documentElement.scrollWidth <= window.innerWidth + 1")
 
 
-def test_every_page_loads_draws_and_fits(site, browser, tmp_path):
+def test_every_page_loads_draws_and_fits(site, browser):
     pages = sorted(site.glob("*.html"))
     assert {p.name for p in pages} == {"index.html", "quickstart.html", "audit.html", "my_algorithm.html",
                                        "dpsco.html"}
@@ -114,11 +123,11 @@ def test_every_page_loads_draws_and_fits(site, browser, tmp_path):
             assert drawn, f"{page.name}: panel {plot.get_attribute('data-panel')} of " \
                           f"{plot.get_attribute('data-figure')} is empty"
         assert _fits(browser), f"{page.name} overflows 1280 px"
-        browser.save_screenshot(str(tmp_path / f"{page.stem}-1280.png"))
+        _shot(browser, f"{page.stem}-1280.png")
         browser.set_window_size(400, 800)
         time.sleep(0.3)
         assert _fits(browser), f"{page.name} overflows a 400 px window"
-        browser.save_screenshot(str(tmp_path / f"{page.stem}-400.png"))
+        _shot(browser, f"{page.stem}-400.png")
         assert _errors(browser) == [], page.name
 
 
@@ -128,7 +137,7 @@ def _point(driver, selector: str = ".plot .scatterlayer .trace .points path"):
     return points
 
 
-def test_hover_shows_the_point_and_click_opens_its_ledger(site, browser, tmp_path):
+def test_hover_shows_the_point_and_click_opens_its_ledger(site, browser):
     _open(browser, site / "quickstart.html")
     first = browser.find_element(By.CSS_SELECTOR, ".plot")
     # a private curve's point: the last line drawn (on top, so the mouse reaches it), ε = 0.3
@@ -150,7 +159,7 @@ def test_hover_shows_the_point_and_click_opens_its_ledger(site, browser, tmp_pat
     for part in (label, "ε = 0.3", "95% CI", "10 seeds", "hyperparameters", "selected by", "candidates",
                  "guarantee"):
         assert part in hover, (part, hover)
-    browser.save_screenshot(str(tmp_path / "quickstart-hover.png"))
+    _shot(browser, "quickstart-hover.png")
     ActionChains(browser).move_to_element(point).click().perform()
     ledger = browser.find_element(By.ID, "ledger")
     deadline = time.monotonic() + 5
@@ -163,7 +172,7 @@ def test_hover_shows_the_point_and_click_opens_its_ledger(site, browser, tmp_pat
                   "adjacency", "sensitivity", "ε spent (rdp)", "ε spent (pld)", "noise multiplier", "steps",
                   "sampling", "every ledger field"):
         assert field in text, (field, text[:2000])
-    browser.save_screenshot(str(tmp_path / "quickstart-ledger.png"))
+    _shot(browser, "quickstart-ledger.png")
     browser.find_element(By.CSS_SELECTOR, "#ledger .close").click()
     assert not ledger.is_displayed()
     assert _errors(browser) == []
@@ -229,14 +238,14 @@ def _overlap(a: dict, b: dict) -> bool:
 
 
 @pytest.mark.parametrize("width", [400, 1280])
-def test_charts_fit_the_window_and_the_toolbar_leaves_the_titles(site, browser, tmp_path, width):
+def test_charts_fit_the_window_and_the_toolbar_leaves_the_titles(site, browser, width):
     """At 400 and 1280 px every panel's plot area lies inside the window (the last ε is not cut),
     plotly's toolbar never covers a panel's title, and the claims table needs no horizontal
     scrolling at 1280 px (its quote column wraps)."""
     for name in ("quickstart.html", "audit.html", "my_algorithm.html"):
         _open(browser, site / name, width=width)  # loaded at that width, not resized to it
         layout = browser.execute_script(LAYOUT)
-        browser.save_screenshot(str(tmp_path / f"{name}-{width}.png"))
+        _shot(browser, f"{name}-{width}.png")
         assert layout["boxes"], name
         for box in layout["boxes"]:
             assert box["plot"], (name, box)
@@ -277,14 +286,14 @@ return out;
 
 
 @pytest.mark.parametrize("width", [400, 1280])
-def test_claims_and_index_fit_and_keep_words_whole(site, browser, tmp_path, width):
+def test_claims_and_index_fit_and_keep_words_whole(site, browser, width):
     """At 400 px (stacked: one card per row) and at 1280 px neither the claims tables nor the index
     scroll sideways, and every claim id, verdict and experiment name renders on one line (one line
     box, and no taller than 1.6 line heights): never "re/pr/od/uc/ed"."""
     for name in ("index.html", "audit.html", "quickstart.html", "dpsco.html"):
         _open(browser, site / name, width=width)
         found = browser.execute_script(TABLES)
-        browser.save_screenshot(str(tmp_path / f"tables-{name}-{width}.png"))
+        _shot(browser, f"tables-{name}-{width}.png")
         scroll, client = found["doc"]
         assert scroll <= client, f"{name} scrolls sideways at {width} px ({scroll} > {client})"
         assert found["tables"], name
@@ -346,7 +355,7 @@ def _check_log_labels(axis: dict) -> None:
 
 
 @pytest.mark.parametrize("width", [400, 1280])
-def test_log_axes_label_powers_of_ten_and_titles_fit(site, browser, tmp_path, width):
+def test_log_axes_label_powers_of_ten_and_titles_fit(site, browser, width):
     """On every log axis (quickstart's optimality gap and ε, dpsco's risk over n) the labelled ticks
     are powers of ten, or full values where a panel spans less than two decades, never a bare digit;
     every axis title lies inside its SVG and takes at most 85 % of its side of the plot area (room
@@ -354,7 +363,7 @@ def test_log_axes_label_powers_of_ten_and_titles_fit(site, browser, tmp_path, wi
     decades = 0
     for name in ("quickstart.html", "dpsco.html", "audit.html", "my_algorithm.html"):
         _open(browser, site / name, width=width)
-        browser.save_screenshot(str(tmp_path / f"axes-{name}-{width}.png"))
+        _shot(browser, f"axes-{name}-{width}.png")
         for axis in browser.execute_script(LOG_TICKS):
             _check_log_labels(axis)
             decades += axis["decades"]
