@@ -15,6 +15,7 @@ import pandas as pd
 from dpbench.analysis import curves as curves_mod
 from dpbench.core.errors import DpbenchError
 from dpbench.core.store import atomic_write_bytes_via, atomic_write_text
+from dpbench.experiment import verified
 from dpbench.experiment.audits import stored_audits
 from dpbench.experiment.baselines import majority_rates
 from dpbench.experiment.inventory import inventory, lost_draws, runs_and_selection
@@ -34,7 +35,6 @@ from dpbench.experiment.layout import (
 from dpbench.experiment.manifest import manifest, write_manifest
 from dpbench.experiment.stored import (StoredTableError, complete_traces, coverage, in_spec, load_runs, load_traces,
                                        same_up_to_float_noise)
-from dpbench.experiment import verified
 from dpbench.experiment.verdicts import audits_for_claims, claims_from, significant_marks, with_marks, write_claims
 from dpbench.figures.audit import audit_figure
 from dpbench.figures.kinds import FIGURES, FigureKind
