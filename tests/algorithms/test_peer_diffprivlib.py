@@ -11,7 +11,7 @@ from dpbench.algorithms import PrivacyTarget, get, peers
 from dpbench.algorithms.nonprivate import minimize_empirical_risk
 from dpbench.algorithms.peer_diffprivlib import _diffprivlib_models, fit_diffprivlib_logreg
 from dpbench.core.errors import DpbenchError
-from tests.problems import logistic_problem
+from tests.problems import logistic_problem, run_one_cell
 
 try:  # what pytest.importorskip does, for an absent library and for one that cannot run here alike
     _diffprivlib_models()
@@ -66,23 +66,7 @@ def test_the_same_seed_gives_the_same_theta_and_another_seed_another():
 
 
 def test_the_runner_stores_the_claim_as_declared_by_diffprivlib(tmp_path, data_dir):
-    from dpbench.run.cells import CellContext, run_cell
-    from dpbench.spec.experiment import load
-
-    spec = tmp_path / "spec.yaml"
-    spec.write_text("""
-name: peer
-seed: 0
-seeds: 1
-datasets: [breast_cancer]
-models: [logreg]
-algorithms: [diffprivlib_logreg]
-epsilons: [1.0]
-delta: 1.0e-5
-metrics: [accuracy]
-""")
-    context = CellContext(data_dir=str(data_dir), cache_dir=str(tmp_path / "cache"))
-    record = run_cell(load(str(spec)).cells()[0], context)
+    record = run_one_cell(tmp_path, "diffprivlib_logreg", data_dir)
     privacy = record["privacy"]
     assert privacy["claim"] == "declared"
     assert privacy["claim_reason"].startswith(f"declared by diffprivlib {peers.version('diffprivlib')}: ")

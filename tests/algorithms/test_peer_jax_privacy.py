@@ -16,7 +16,7 @@ from dpbench.algorithms.base import PrivacyTarget, Problem  # noqa: E402
 from dpbench.algorithms.peer_jax_privacy import fit_jax_privacy_dpsgd, library_epsilons  # noqa: E402
 from dpbench.core.errors import DpbenchError  # noqa: E402
 from dpbench.privacy import calibrate_dpsgd_noise, dpsgd_epsilon_report  # noqa: E402
-from tests.problems import logistic_problem  # noqa: E402
+from tests.problems import logistic_problem, one_cell_spec, run_one_cell  # noqa: E402
 
 # jax-privacy's clipping calls optax.global_norm, which this optax deprecates: the library's warning, not ours
 pytestmark = pytest.mark.filterwarnings("ignore:optax.global_norm is deprecated:DeprecationWarning")
@@ -121,25 +121,8 @@ def test_a_non_integer_batch_size_is_rounded_and_recorded(problem):
 
 @pytest.mark.slow  # make test-peers runs it (make test: CI's time budget)
 def test_the_runner_stores_it_declared_by_jax_privacy(tmp_path, data_dir):
-    from dpbench.run.cells import CellContext, run_cell
-    from dpbench.spec.experiment import load
-
-    spec = tmp_path / "spec.yaml"
-    spec.write_text("""
-name: peer
-seed: 0
-seeds: 1
-datasets: [breast_cancer]
-models: [logreg]
-algorithms:
-  - {name: jax_privacy_dpsgd, params: {epochs: 1, batch_size: 32}}
-epsilons: [1.0]
-delta: 1.0e-5
-metrics: [accuracy]
-""")
-    context = CellContext(data_dir=str(data_dir), cache_dir=str(tmp_path / "cache"))
-    [cell] = load(str(spec)).cells()
-    stored = run_cell(cell, context)["privacy"]
+    entry = "{name: jax_privacy_dpsgd, params: {epochs: 1, batch_size: 32}}"
+    stored = run_one_cell(tmp_path, entry, data_dir)["privacy"]
     assert stored["claim"] == "declared"
     assert stored["claim_reason"].startswith(f"declared by jax-privacy {peers.version('jax-privacy')}: ")
     assert stored["release_check"].startswith(f"consistent: {stored['steps']} steps")
@@ -163,18 +146,7 @@ def test_without_the_library_the_fit_and_the_run_fail_in_one_line(problem, monke
     text = str(err.value)
     assert "\n" not in text and text.startswith("jax-privacy is not installed") and \
         "pip install 'dpbench[jax-privacy]'" in text
-    spec = tmp_path / "spec.yaml"
-    spec.write_text("""
-name: peer
-seed: 0
-seeds: 1
-datasets: [breast_cancer]
-models: [logreg]
-algorithms: [{name: jax_privacy_dpsgd}]
-epsilons: [1.0]
-delta: 1.0e-5
-metrics: [accuracy]
-""")
+    spec = one_cell_spec(tmp_path, "{name: jax_privacy_dpsgd}")
     assert load(str(spec)).algorithms[0].name == "jax_privacy_dpsgd"
     out = CliRunner().invoke(main, ["run", str(spec), "--results", str(tmp_path / "results"), "--no-progress"])
     assert out.exit_code == 2, out.output
